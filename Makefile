@@ -1,0 +1,51 @@
+# prescient — every set-up step lives here, so a fresh clone needs only `make demo` / `make test`.
+#
+#   make demo    set up .venv (newest Python, Django 6) and run the demo on SQLite
+#   make test    the whole suite: SQLite and PostgreSQL, on Django 6 and on Django 5.2 LTS
+#   make bench   benchmarks (PostgreSQL)
+
+SHELL := /bin/bash
+VENV ?= .venv
+VENV52 ?= .venv-django52
+PG_URL ?= postgres://postgres@127.0.0.1:5432/prescient
+STAMP = .tmp/.installed-$(notdir $(1))
+
+.PHONY: demo test test-fast test-django6 test-django52 setup setup52 postgres lint clean
+
+$(call STAMP,$(VENV)): pyproject.toml
+	@mkdir -p .tmp
+	@py=$$(scripts/find-python 3.12 3.14) || { echo "Django 6 needs Python 3.12+"; exit 1; }; \
+	  echo "setting up $(VENV) with $$py"; rm -rf $(VENV); $$py -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[dev]" "Django>=6,<7"
+	@touch $@
+
+$(call STAMP,$(VENV52)): pyproject.toml
+	@mkdir -p .tmp
+	@py=$$(scripts/find-python 3.11 3.13) || exit 1; \
+	  echo "setting up $(VENV52) with $$py"; rm -rf $(VENV52); $$py -m venv $(VENV52)
+	$(VENV52)/bin/pip install -q --disable-pip-version-check -e ".[dev]" "Django>=5.2,<5.3"
+	@touch $@
+
+setup: $(call STAMP,$(VENV))
+setup52: $(call STAMP,$(VENV52))
+
+demo: setup
+	$(VENV)/bin/python manage.py demo
+
+postgres:
+	@scripts/ensure-postgres
+
+# The whole suite, as CI runs it.
+test: setup setup52 postgres
+	scripts/run-tests $(VENV) $(VENV52)
+
+# Django 6 on SQLite and PostgreSQL only: the quick loop while developing.
+test-fast: setup postgres
+	scripts/run-tests $(VENV)
+
+lint: setup
+	$(VENV)/bin/python manage.py check
+	$(VENV)/bin/python manage.py makemigrations --check --dry-run
+
+clean:
+	rm -rf $(VENV) $(VENV52) .tmp demo.sqlite3

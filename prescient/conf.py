@@ -1,0 +1,43 @@
+"""prescient's settings: one ``PRESCIENT`` dict in the host's settings, read at call time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+DEFAULTS: dict[str, Any] = {
+    # Length of a time slot. Due times round up to a slot boundary (aligned to the UTC epoch).
+    "SLOT_MINUTES": 15,
+    # Longest a single check may run before it is stopped and counted as a failed run.
+    "TIMEOUT_SECONDS": 60,
+    # How many times one job may be re-scheduled by its check.
+    "MAX_CHECKS": 5,
+    # A next check further ahead than this ends the job (outcome ``horizon``).
+    "HORIZON_DAYS": 30,
+    # Failed runs tolerated before the job ends with outcome ``failed``.
+    "MAX_RETRIES": 3,
+    # Jobs claimed per batch by a tick.
+    "BATCH_SIZE": 100,
+    # A reservation older than this is presumed lost with its worker (None: timeout + 60 s).
+    "STALE_AFTER_SECONDS": None,
+    # Dotted path of the callable that decides what follows a failed run.
+    "ERROR_HANDLER": "prescient.errors.retry_next_slot",
+    # Errors kept on a job (oldest dropped first).
+    "RECENT_ERRORS": 10,
+}
+
+
+def setting(name: str) -> Any:
+    """Return one prescient setting, the host's value over the default."""
+    if name not in DEFAULTS:
+        raise KeyError(f"Unknown prescient setting {name!r}")
+    return {**DEFAULTS, **getattr(settings, "PRESCIENT", {})}[name]
+
+
+def stale_after_seconds() -> float:
+    """Seconds after which a reservation is presumed lost."""
+    value = setting("STALE_AFTER_SECONDS")
+    if value is None:
+        return float(setting("TIMEOUT_SECONDS")) + 60.0
+    return float(value)

@@ -1,0 +1,52 @@
+"""Errors raised by prescient. All derive from :class:`PrescientError`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PrescientError(Exception):
+    """Base class of every prescient error."""
+
+
+class UnknownCheck(PrescientError, ValueError):
+    """A check name (or function) that no code registered."""
+
+    def __init__(self, name: object) -> None:
+        self.name = name
+        super().__init__(
+            f"Unknown check {name!r}: register it with @prescient.check({name!r}, ...) "
+            "in code that is imported at startup (e.g. <app>/prescient_checks.py)."
+        )
+
+
+class AlreadyRegistered(PrescientError):
+    """Two different functions registered under one check name."""
+
+
+class InvalidEntity(PrescientError, ValueError):
+    """The entity given to schedule() is not a saved instance of the check's model."""
+
+
+class InvalidTime(PrescientError, ValueError):
+    """A due time that cannot be used: naive, unparsable, both at and delay, or past the horizon."""
+
+
+class InvalidTransition(PrescientError):
+    """An event that the transition table does not allow in the job's current state."""
+
+    def __init__(self, job: Any, event: str, detail: str = "") -> None:
+        self.job_id = getattr(job, "pk", job)
+        self.state = getattr(job, "state", None)
+        self.event = event
+        message = f"Job {self.job_id} is {self.state}: {event!r} is not allowed"
+        if detail:
+            message = f"{message} ({detail})"
+        super().__init__(message)
+
+
+class CheckTimeout(BaseException):
+    """Raised inside a check that ran past its timeout.
+
+    A BaseException so that a check's own ``except Exception`` cannot swallow it.
+    """

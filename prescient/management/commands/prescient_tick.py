@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from prescient.scheduler import tick
+
+from ._args import aware_datetime
+
+
+class Command(BaseCommand):
+    help = "Run every prescient job whose slot has come (catch-up included), then exit."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--now",
+            type=aware_datetime,
+            default=None,
+            help="Process as if it were this time (ISO 8601 with offset); default: the real time.",
+        )
+        parser.add_argument("--batch-size", type=int, default=None, help="Jobs claimed per batch.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        summary = tick(options["now"], batch_size=options["batch_size"])
+        self.stdout.write(summary.line())

@@ -1,0 +1,160 @@
+"""The live table of pending jobs and the history of finished ones: data and invariants only."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from .states import Outcome, State
+
+
+class FutureJobQuerySet(models.QuerySet["FutureJob"]):
+    def due(self, now: datetime) -> FutureJobQuerySet:
+        """Jobs waiting for a slot that has come (served by the ``prescient_due`` index)."""
+        return self.filter(state=State.SCHEDULED, next_check_at__lte=now)
+
+    def in_flight(self) -> FutureJobQuerySet:
+        """Jobs whose run is under way (running, or paused while running)."""
+        return self.exclude(reserved_by="")
+
+    def for_entity(self, instance: models.Model) -> FutureJobQuerySet:
+        return self.filter(entity_name=instance._meta.label_lower, entity_key=str(instance.pk))
+
+    def of_workflow(self, name: str) -> FutureJobQuerySet:
+        return self.filter(workflow=name)
+
+
+class FutureJob(models.Model):
+    """One pending check of one entity. Finished jobs leave this table for :class:`JobHistory`."""
+
+    entity_name = models.CharField(_("entity"), max_length=100, help_text=_("Model label, e.g. shop.order"))
+    entity_key = models.CharField(_("entity key"), max_length=255)
+    job_exec = models.CharField(_("check"), max_length=200)
+    workflow = models.CharField(_("workflow"), max_length=200, blank=True, default="")
+    state = models.CharField(_("state"), max_length=16, choices=State.choices, default=State.SCHEDULED)
+    last_state = models.CharField(
+        _("last state"), max_length=16, choices=State.choices, blank=True, default="",
+        help_text=_("The state a paused job returns to on release."),
+    )
+    first_check_at = models.DateTimeField(_("first check at"), editable=False)
+    next_check_at = models.DateTimeField(_("next check at"))
+    check_count = models.PositiveIntegerField(_("checks"), default=0, help_text=_("Times re-scheduled by its check."))
+    run_count = models.PositiveIntegerField(_("runs"), default=0)
+    failure_count = models.PositiveIntegerField(_("failures"), default=0)
+    total_run_seconds = models.FloatField(_("total run time (s)"), default=0.0)
+    last_error = models.TextField(_("last error"), blank=True, default="")
+    recent_errors = models.JSONField(_("recent errors"), default=list, blank=True)
+    reserved_at = models.DateTimeField(_("reserved at"), null=True, blank=True)
+    reserved_by = models.CharField(_("reserved by"), max_length=64, blank=True, default="")
+    end_requested = models.CharField(
+        _("end requested"), max_length=16, choices=Outcome.choices, blank=True, default="",
+        help_text=_("Set when a job is killed or cancelled while its run is in flight."),
+    )
+    end_reason = models.TextField(_("end reason"), blank=True, default="")
+    created_at = models.DateTimeField(_("created at"), editable=False)
+
+    objects = FutureJobQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("future job")
+        verbose_name_plural = _("future jobs")
+        ordering = ["next_check_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["entity_name", "entity_key", "job_exec"], name="prescient_one_pending_job"
+            ),
+            models.CheckConstraint(condition=Q(state__in=State.values), name="prescient_state_valid"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_check_at", "id"], name="prescient_job_due", condition=Q(state=State.SCHEDULED)
+            ),
+            models.Index(fields=["reserved_at"], name="prescient_in_flight", condition=~Q(reserved_by="")),
+            models.Index(fields=["workflow", "state"], name="prescient_job_workflow"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_exec} {self.entity_name}#{self.entity_key} ({self.state})"
+
+    @property
+    def in_flight(self) -> bool:
+        return bool(self.reserved_by)
+
+
+class JobHistory(models.Model):
+    """Exactly one row per job that left the live table, written in the same transaction."""
+
+    job_id = models.BigIntegerField(_("job id"), db_index=True)
+    entity_name = models.CharField(_("entity"), max_length=100)
+    entity_key = models.CharField(_("entity key"), max_length=255)
+    job_exec = models.CharField(_("check"), max_length=200)
+    workflow = models.CharField(_("workflow"), max_length=200, blank=True, default="")
+    outcome = models.CharField(_("outcome"), max_length=16, choices=Outcome.choices)
+    check_count = models.PositiveIntegerField(_("checks"), default=0)
+    run_count = models.PositiveIntegerField(_("runs"), default=0)
+    failure_count = models.PositiveIntegerField(_("failures"), default=0)
+    total_run_seconds = models.FloatField(_("total run time (s)"), default=0.0)
+    first_check_at = models.DateTimeField(_("first check at"))
+    created_at = models.DateTimeField(_("created at"))
+    finished_at = models.DateTimeField(_("finished at"))
+    last_error = models.TextField(_("last error"), blank=True, default="")
+    reason = models.TextField(_("reason"), blank=True, default="")
+
+    class Meta:
+        verbose_name = _("job history")
+        verbose_name_plural = _("job history")
+        ordering = ["-finished_at", "-id"]
+        indexes = [
+            models.Index(fields=["finished_at"], name="prescient_hist_finished"),
+            models.Index(fields=["job_exec", "finished_at"], name="prescient_hist_check"),
+            models.Index(fields=["entity_name", "entity_key"], name="prescient_hist_entity"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_exec} {self.entity_name}#{self.entity_key}: {self.outcome}"
+
+    @classmethod
+    def from_job(cls, job: FutureJob, outcome: str, finished_at: datetime, **extra: Any) -> JobHistory:
+        """The history row for ``job`` ending with ``outcome`` (not saved)."""
+        fields = {
+            "job_id": job.pk,
+            "entity_name": job.entity_name,
+            "entity_key": job.entity_key,
+            "job_exec": job.job_exec,
+            "workflow": job.workflow,
+            "outcome": outcome,
+            "check_count": job.check_count,
+            "run_count": job.run_count,
+            "failure_count": job.failure_count,
+            "total_run_seconds": job.total_run_seconds,
+            "first_check_at": job.first_check_at,
+            "created_at": job.created_at,
+            "finished_at": finished_at,
+            "last_error": job.last_error,
+            "reason": job.end_reason,
+        }
+        fields.update(extra)
+        return cls(**fields)
+
+
+class Workflow(models.Model):
+    """A named group of jobs that can be paused and released together."""
+
+    name = models.CharField(_("name"), max_length=200, primary_key=True)
+    paused_at = models.DateTimeField(_("paused at"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("workflow")
+        verbose_name_plural = _("workflows")
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_paused(self) -> bool:
+        return self.paused_at is not None

@@ -1,0 +1,145 @@
+"""The check registry: names to code. Only code registers checks; nothing is imported by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar, Union
+
+from django.apps import apps
+from django.db import models
+
+from .conf import setting
+from .exceptions import AlreadyRegistered, UnknownCheck
+
+if TYPE_CHECKING:
+    from .models import FutureJob
+
+CheckResult = Union[None, timedelta, datetime]
+CheckFunc = Callable[[Any, "FutureJob"], CheckResult]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Check:
+    """A registered check: its name, its function, the model it is about and its overrides."""
+
+    name: str
+    func: Callable[..., Any]
+    model_label: str | None = None
+    timeout_seconds: float | None = None
+    max_checks: int | None = None
+    horizon_days: float | None = None
+    max_retries: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def model(self) -> type[models.Model] | None:
+        """The model class this check is about (resolved when first asked, after apps load)."""
+        if self.model_label is None:
+            return None
+        return apps.get_model(self.model_label)
+
+    @property
+    def timeout(self) -> float:
+        return float(self.timeout_seconds if self.timeout_seconds is not None else setting("TIMEOUT_SECONDS"))
+
+    @property
+    def checks_allowed(self) -> int:
+        return int(self.max_checks if self.max_checks is not None else setting("MAX_CHECKS"))
+
+    @property
+    def horizon(self) -> timedelta:
+        days = self.horizon_days if self.horizon_days is not None else setting("HORIZON_DAYS")
+        return timedelta(days=float(days))
+
+    @property
+    def retries_allowed(self) -> int:
+        return int(self.max_retries if self.max_retries is not None else setting("MAX_RETRIES"))
+
+
+_registry: dict[str, Check] = {}
+
+
+def _model_label(model: str | type[models.Model] | None) -> str | None:
+    if model is None:
+        return None
+    if isinstance(model, str):
+        if model.count(".") != 1:
+            raise ValueError(f"model must be 'app_label.ModelName', got {model!r}")
+        return model.lower()
+    return model._meta.label_lower
+
+
+def check(
+    name: str,
+    model: str | type[models.Model] | None = None,
+    *,
+    timeout_seconds: float | None = None,
+    max_checks: int | None = None,
+    horizon_days: float | None = None,
+    max_retries: int | None = None,
+) -> Callable[[F], F]:
+    """Register the decorated function as the check ``name``.
+
+    The function is called as ``func(instance, job)`` and returns ``None`` (done), a timedelta
+    or an aware datetime (check again then). ``model`` (``"app.Model"`` or the class) is the
+    model whose instances it is about; the keyword arguments override the ``PRESCIENT`` settings
+    for this check alone.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("A check needs a non-empty name")
+    label = _model_label(model)
+
+    def decorator(func: F) -> F:
+        entry = Check(
+            name=name,
+            func=func,
+            model_label=label,
+            timeout_seconds=timeout_seconds,
+            max_checks=max_checks,
+            horizon_days=horizon_days,
+            max_retries=max_retries,
+        )
+        existing = _registry.get(name)
+        if existing is not None and _identity(existing.func) != _identity(func):
+            raise AlreadyRegistered(
+                f"Check {name!r} is already registered to {_identity(existing.func)}; "
+                f"cannot register {_identity(func)} under the same name"
+            )
+        _registry[name] = entry
+        func.prescient_check = entry  # type: ignore[attr-defined]
+        return func
+
+    return decorator
+
+
+def _identity(func: Callable[..., Any]) -> str:
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
+
+
+def get_check(ref: str | Callable[..., Any] | Check) -> Check:
+    """The registered check for a name, a decorated function or a Check; UnknownCheck otherwise."""
+    if isinstance(ref, Check):
+        return ref
+    if callable(ref):
+        entry = getattr(ref, "prescient_check", None)
+        if isinstance(entry, Check) and _registry.get(entry.name) is entry:
+            return entry
+        raise UnknownCheck(_identity(ref))
+    try:
+        return _registry[ref]
+    except (KeyError, TypeError):
+        raise UnknownCheck(ref) from None
+
+
+def registered() -> Iterator[Check]:
+    """Every registered check, by name."""
+    for name in sorted(_registry):
+        yield _registry[name]
+
+
+def unregister(name: str) -> None:
+    """Forget a check (for tests and reloads)."""
+    _registry.pop(name, None)

@@ -1,0 +1,94 @@
+"""Running one check with a real timeout, in the calling process.
+
+The tick runs checks in its main thread and stops a check that overruns with ``SIGALRM``: the
+alarm raises :class:`~prescient.exceptions.CheckTimeout` inside the check, which interrupts
+``time.sleep`` and pure-Python loops alike. Outside the main thread (or where ``SIGALRM`` does
+not exist) the run cannot be interrupted; it is measured and counted as failed once it returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from django.db import connection, transaction
+
+from .exceptions import CheckTimeout
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunResult:
+    """What one call of a check gave: its value, or the error that ended it."""
+
+    value: Any = None
+    error: str = ""
+    seconds: float = 0.0
+    timed_out: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error)
+
+
+def _can_alarm() -> bool:
+    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+
+
+def _on_alarm(signum: int, frame: FrameType | None) -> None:
+    raise CheckTimeout()
+
+
+def describe(exc: BaseException) -> str:
+    """``TypeName: message`` of an exception, for the job's error fields."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label: str) -> RunResult:
+    """Call ``func(*args)`` in a transaction of its own, stopped after ``timeout`` seconds.
+
+    A check that raises has its database writes rolled back; the traceback goes to the log.
+    ``KeyboardInterrupt`` and ``SystemExit`` are not caught.
+    """
+    alarm = _can_alarm()
+    previous: Any = None
+    if alarm:
+        previous = signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+    started = time.monotonic()
+    result = RunResult()
+    try:
+        try:
+            with transaction.atomic():
+                result.value = func(*args)
+        finally:
+            if alarm:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+    except CheckTimeout:
+        result.timed_out = True
+    except Exception as exc:  # a check may raise anything; it is a failed run, not a crash
+        logger.exception("check %s raised", label)
+        result.error = describe(exc)
+    finally:
+        if alarm:
+            signal.signal(signal.SIGALRM, previous)
+        result.seconds = time.monotonic() - started
+    if not result.timed_out and result.seconds > timeout:
+        result.timed_out = True  # could not be interrupted (not the main thread): still a failure
+    if result.timed_out:
+        result.value = None
+        result.error = f"CheckTimeout: {label} ran longer than its timeout of {timeout:g}s"
+        logger.warning("check %s stopped after %.1fs (timeout %gs)", label, result.seconds, timeout)
+        if not connection.is_usable():
+            # The alarm may have landed inside a query: start afresh rather than reuse a
+            # connection in an unknown state.
+            connection.close()
+    return result

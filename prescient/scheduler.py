@@ -1,0 +1,315 @@
+"""The sweep: claim due jobs, run their checks, settle the outcomes.
+
+*claim* marks a batch of due rows ``running`` in one statement (``FOR UPDATE SKIP LOCKED`` on
+PostgreSQL, so concurrent ticks and workers take disjoint batches); *run* loads the entities in
+bulk and calls each check under its timeout; *settle* writes the results back in one
+transaction per batch, through the transition table, guarded by the batch's reservation token.
+A tick is sweeps until nothing due is left.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.apps import apps
+from django.core.exceptions import ValidationError
+from django.db import connection, models, transaction
+from django.utils import timezone
+
+from . import runner, slots, states
+from .conf import setting, stale_after_seconds
+from .errors import get_handler
+from .exceptions import PrescientError
+from .models import FutureJob, JobHistory
+from .registry import Check, get_check
+from .states import END, Event, Outcome, State
+
+logger = logging.getLogger(__name__)
+
+#: Summary keys besides the outcomes.
+RESCHEDULED, RETRIED, DISCARDED, BURIED = "rescheduled", "retried", "discarded", "buried"
+
+
+@dataclass
+class Decision:
+    """What a run leads to: an event of the transition table and its details."""
+
+    job: FutureJob
+    event: str
+    outcome: str = ""
+    next_check_at: datetime | None = None
+    error: str = ""
+    seconds: float = 0.0
+    ran: bool = False
+
+
+@dataclass
+class TickSummary:
+    """Counts per outcome (and ``rescheduled``, ``retried``, ``buried``, ``discarded``)."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def processed(self) -> int:
+        return sum(v for k, v in self.counts.items() if k != BURIED)
+
+    def line(self) -> str:
+        order = [o.value for o in Outcome] + [RESCHEDULED, RETRIED, BURIED, DISCARDED]
+        parts = [f"{key}={self.counts.get(key, 0)}" for key in order]
+        return f"prescient tick: processed={self.processed} " + " ".join(parts)
+
+
+def new_token(kind: str = "tick") -> str:
+    """A reservation token unique to one claim."""
+    return f"{kind}:{os.getpid()}:{uuid.uuid4().hex[:16]}"
+
+
+# --- claim -----------------------------------------------------------------------------------
+
+
+def claim(now: datetime, limit: int, token: str) -> list[FutureJob]:
+    """Mark up to ``limit`` due jobs ``running`` under ``token`` and return them, oldest first."""
+    due = FutureJob.objects.due(now).order_by("next_check_at", "id").values("pk")[:limit]
+    if connection.features.has_select_for_update_skip_locked:
+        due = due.select_for_update(skip_locked=True)
+    with transaction.atomic():
+        claimed = FutureJob.objects.filter(pk__in=due, state=State.SCHEDULED).update(
+            state=State.RUNNING, reserved_at=now, reserved_by=token
+        )
+    if not claimed:
+        return []
+    return list(FutureJob.objects.filter(reserved_by=token).order_by("next_check_at", "id"))
+
+
+def bury_stale(now: datetime) -> int:
+    """Move jobs whose reservation is older than the stale period to ``buried``."""
+    cutoff = now - timedelta(seconds=stale_after_seconds())
+    stale = FutureJob.objects.in_flight().filter(
+        reserved_at__lt=cutoff, state__in=states.states_from(Event.BURY, State.BURIED)
+    )
+    buried = 0
+    for pk in list(stale.values_list("pk", flat=True)):
+        with transaction.atomic():
+            job = FutureJob.objects.select_for_update().filter(pk=pk).first()
+            if job is None or not job.in_flight or job.reserved_at is None or job.reserved_at >= cutoff:
+                continue
+            job.state = states.target(job, Event.BURY)
+            error = f"worker lost: reservation {job.reserved_by} from {job.reserved_at.isoformat()} went stale"
+            _record_error(job, error, now)
+            job.last_state = ""
+            job.reserved_by = ""
+            job.reserved_at = None
+            job.save()
+            buried += 1
+            logger.warning("job id=%s buried: %s", job.pk, error)
+    return buried
+
+
+# --- run -------------------------------------------------------------------------------------
+
+
+def load_entities(jobs: Iterable[FutureJob]) -> dict[tuple[str, str], models.Model]:
+    """The entities of ``jobs``, fetched with one query per model. Missing ones are absent."""
+    keys: dict[str, set[str]] = defaultdict(set)
+    for job in jobs:
+        keys[job.entity_name].add(job.entity_key)
+    found: dict[tuple[str, str], models.Model] = {}
+    for name, wanted in keys.items():
+        try:
+            model = apps.get_model(name)
+        except (LookupError, ValueError):
+            continue  # reported per job by run_one
+        manager = model._default_manager
+        try:
+            objects = manager.in_bulk(list(wanted))
+        except (ValueError, TypeError, ValidationError):
+            objects = {}
+            for key in wanted:  # one bad key must not hide the good ones
+                try:
+                    obj = manager.filter(pk=key).first()
+                except (ValueError, TypeError, ValidationError):
+                    obj = None
+                if obj is not None:
+                    objects[obj.pk] = obj
+        for pk, obj in objects.items():
+            found[(name, str(pk))] = obj
+    return found
+
+
+def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime) -> Decision:
+    """Turn what a check returned into the next event for its job."""
+    decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
+    value = result.value
+    if result.failed:
+        return _failure(decision, check, result.error, now)
+    if value is None:
+        decision.outcome = Outcome.COMPLETED
+        return decision
+    if isinstance(value, timedelta):
+        wanted = now + value
+    elif isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            return _failure(
+                decision, check,
+                f"TypeError: check {check.name!r} returned a naive datetime ({value.isoformat()}); "
+                "return an aware datetime", now,
+            )
+        wanted = value
+    else:
+        return _failure(
+            decision, check,
+            f"TypeError: check {check.name!r} returned {type(value).__name__} ({value!r:.80}); "
+            "expected None, a timedelta or an aware datetime", now,
+        )
+    if wanted < now or wanted > now + check.horizon:
+        decision.outcome = Outcome.HORIZON
+        decision.error = f"next check {wanted.isoformat()} is outside [now, now + {check.horizon.days} days]"
+        return decision
+    if job.check_count >= check.checks_allowed:
+        decision.outcome = Outcome.MAX_CHECKS
+        return decision
+    decision.event = Event.RESCHEDULE
+    decision.next_check_at = slots.next_check(wanted, now, int(setting("SLOT_MINUTES")))
+    return decision
+
+
+def _failure(decision: Decision, check: Check | None, error: str, now: datetime) -> Decision:
+    job = decision.job
+    decision.error = error
+    job.failure_count += 1
+    _record_error(job, error, now)
+    retry_at = get_handler()(job, check, now)
+    if retry_at is None:
+        decision.event, decision.outcome = Event.FINISH, Outcome.FAILED
+    else:
+        decision.event = Event.RETRY
+        decision.next_check_at = slots.next_check(retry_at, now, int(setting("SLOT_MINUTES")))
+    return decision
+
+
+def _record_error(job: FutureJob, error: str, now: datetime) -> None:
+    job.last_error = error
+    kept = int(setting("RECENT_ERRORS"))
+    job.recent_errors = ([*job.recent_errors, {"at": now.isoformat(), "error": error}])[-kept:]
+
+
+def run_one(job: FutureJob, entities: dict[tuple[str, str], models.Model], now: datetime) -> Decision:
+    """Run the check of one claimed job and decide what follows."""
+    try:
+        check = get_check(job.job_exec)
+    except PrescientError as exc:
+        return _failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now)
+    try:
+        apps.get_model(job.entity_name)
+    except (LookupError, ValueError) as exc:
+        return _failure(Decision(job=job, event=Event.FINISH), check, runner.describe(exc), now)
+    entity = entities.get((job.entity_name, job.entity_key))
+    if entity is None:
+        return Decision(job=job, event=Event.FINISH, outcome=Outcome.ENTITY_MISSING)
+    label = f"{check.name}[{job.entity_name}#{job.entity_key}]"
+    result = runner.call(check.func, (entity, job), check.timeout, label)
+    return decide(job, check, result, now)
+
+
+# --- settle ----------------------------------------------------------------------------------
+
+_SETTLE_FIELDS = [
+    "state", "last_state", "next_check_at", "check_count", "run_count", "failure_count",
+    "total_run_seconds", "last_error", "recent_errors", "reserved_at", "reserved_by",
+]
+
+
+def settle(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
+    """Write a batch's results back in one transaction, each through the transition table.
+
+    Only rows still reserved under ``token`` are touched: a job buried meanwhile keeps its new
+    state and the result is discarded. A job killed or cancelled during its run ends that way.
+    """
+    if not decisions:
+        return
+    with transaction.atomic():
+        current = {
+            job.pk: job
+            for job in FutureJob.objects.select_for_update().filter(
+                pk__in=[d.job.pk for d in decisions], reserved_by=token
+            )
+        }
+        ended: list[int] = []
+        history: list[JobHistory] = []
+        updated: list[FutureJob] = []
+        for decision in decisions:
+            job = current.get(decision.job.pk)
+            if job is None:
+                summary.counts[DISCARDED] += 1
+                logger.warning("job id=%s lost its reservation during the run; result discarded", decision.job.pk)
+                continue
+            ran = decision.job  # carries the counters updated by the run
+            job.failure_count = ran.failure_count
+            job.last_error = ran.last_error
+            job.recent_errors = ran.recent_errors
+            if decision.ran:
+                job.run_count += 1
+                job.total_run_seconds += decision.seconds
+            event, outcome = decision.event, decision.outcome
+            if job.end_requested:
+                event, outcome = Event.FINISH, job.end_requested
+            to = states.target(job, event)
+            if to == END:
+                ended.append(job.pk)
+                history.append(JobHistory.from_job(job, outcome, now))
+                summary.counts[outcome] += 1
+                _log_finished(job, outcome, decision)
+                continue
+            if event in (Event.RESCHEDULE, Event.RETRY):
+                job.next_check_at = decision.next_check_at
+            if event == Event.RESCHEDULE:
+                job.check_count += 1
+            summary.counts[RESCHEDULED if event == Event.RESCHEDULE else RETRIED] += 1
+            job.last_state = State.SCHEDULED if to == State.PAUSED else ""
+            job.state = to
+            job.reserved_by, job.reserved_at = "", None
+            updated.append(job)
+            _log_finished(job, event, decision)
+        if history:
+            JobHistory.objects.bulk_create(history)
+            FutureJob.objects.filter(pk__in=ended).delete()
+        if updated:
+            FutureJob.objects.bulk_update(updated, _SETTLE_FIELDS)
+
+
+def _log_finished(job: FutureJob, what: str, decision: Decision) -> None:
+    logger.info(
+        "check=%s entity=%s#%s outcome=%s duration=%.3fs%s",
+        job.job_exec, job.entity_name, job.entity_key, what, decision.seconds,
+        f" error={decision.error}" if decision.error else "",
+    )
+
+
+# --- the tick ----------------------------------------------------------------------------------
+
+
+def tick(now: datetime | None = None, *, batch_size: int | None = None) -> TickSummary:
+    """Process every job due at ``now`` (default: the real time), batch by batch, then return.
+
+    Stale reservations are buried first. Jobs re-scheduled or retried during the tick are due
+    after ``now`` and so are not run twice by it.
+    """
+    now = timezone.now() if now is None else slots.require_aware(now, "now")
+    size = int(batch_size or setting("BATCH_SIZE"))
+    summary = TickSummary()
+    summary.counts[BURIED] += bury_stale(now)
+    while True:
+        token = new_token()
+        jobs = claim(now, size, token)
+        if not jobs:
+            break
+        entities = load_entities(jobs)
+        decisions = [run_one(job, entities, now) for job in jobs]
+        settle(decisions, token, now, summary)
+    return summary

@@ -1,0 +1,365 @@
+"""The verbs: the only code that changes jobs. Admin, API and commands call these.
+
+Every change goes through the transition table in :mod:`prescient.states`, with the job's row
+locked (``SELECT … FOR UPDATE`` on PostgreSQL; SQLite serialises writers).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, connection, models, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce, NullIf
+from django.utils import timezone
+
+from . import slots, states
+from .conf import setting
+from .exceptions import InvalidEntity, InvalidTime, PrescientError
+from .models import FutureJob, JobHistory, Workflow
+from .registry import Check, get_check
+from .states import END, Event, Outcome, State
+
+logger = logging.getLogger(__name__)
+
+CheckRef = str | Callable[..., Any] | Check
+
+
+class JobNotFound(PrescientError, LookupError):
+    """No live job with that id (it may have finished: see the history)."""
+
+    def __init__(self, job_id: object) -> None:
+        self.job_id = job_id
+        super().__init__(f"No live job with id {job_id!r}; it may have finished (see JobHistory)")
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _now(now: datetime | None) -> datetime:
+    return timezone.now() if now is None else slots.require_aware(now, "now")
+
+
+def _slot_minutes() -> int:
+    return int(setting("SLOT_MINUTES"))
+
+
+def entity_ref(entity: models.Model, check: Check) -> tuple[str, str]:
+    """``(entity_name, entity_key)`` of a saved instance, checked against the check's model."""
+    if not isinstance(entity, models.Model):
+        raise InvalidEntity(
+            f"Check {check.name!r} needs a model instance, got {type(entity).__name__}"
+        )
+    if entity.pk is None:
+        raise InvalidEntity(f"{entity._meta.label} instance is not saved (its pk is None)")
+    label = entity._meta.label_lower
+    if check.model_label is not None and label != check.model_label:
+        raise InvalidEntity(
+            f"Check {check.name!r} is about {check.model_label}, got a {label} instance"
+        )
+    return label, str(entity.pk)
+
+
+def due_time(
+    check: Check, now: datetime, at: datetime | None = None, delay: timedelta | None = None
+) -> datetime:
+    """The slot a new job is first due in: ``at``, ``now + delay`` or ``now``, rounded up."""
+    if at is not None and delay is not None:
+        raise InvalidTime("Give either at or delay, not both")
+    if at is not None:
+        due = slots.require_aware(at, "at")
+    elif delay is not None:
+        if not isinstance(delay, timedelta):
+            raise InvalidTime(f"delay must be a timedelta, got {type(delay).__name__}")
+        due = now + delay
+    else:
+        due = now
+    if due > now + check.horizon:
+        raise InvalidTime(
+            f"Due time {due.isoformat()} is beyond the horizon of check {check.name!r} "
+            f"({check.horizon.days} days from now)"
+        )
+    return slots.round_up(due, _slot_minutes())
+
+
+def _lock(job: FutureJob | int) -> FutureJob:
+    pk = job.pk if isinstance(job, FutureJob) else job
+    try:
+        return FutureJob.objects.select_for_update().get(pk=pk)
+    except (FutureJob.DoesNotExist, ValueError, TypeError):
+        raise JobNotFound(pk) from None
+
+
+def _workflow_paused(name: str, *, for_update: bool = False) -> bool:
+    """Whether workflow ``name`` is paused, its row created if missing and locked.
+
+    Scheduling takes a shared lock and pausing an exclusive one, so a job scheduled while its
+    workflow is being paused is either seen by the pause or sees the pause.
+    """
+    table = connection.ops.quote_name(Workflow._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (name, paused_at) VALUES (%s, NULL) ON CONFLICT (name) DO NOTHING",
+            [name],
+        )
+        lock = ""
+        if connection.vendor == "postgresql":
+            lock = " FOR UPDATE" if for_update else " FOR SHARE"
+        cursor.execute(f"SELECT paused_at FROM {table} WHERE name = %s{lock}", [name])
+        row = cursor.fetchone()
+    return row is not None and row[0] is not None
+
+
+def finish(job: FutureJob, outcome: str, now: datetime, **history: Any) -> JobHistory:
+    """Remove ``job`` from the live table and write its one history row (call inside a transaction)."""
+    row = JobHistory.from_job(job, outcome, now, **history)
+    row.save(force_insert=True)
+    FutureJob.objects.filter(pk=job.pk).delete()
+    logger.info(
+        "job id=%s check=%s entity=%s#%s ended outcome=%s",
+        job.pk, job.job_exec, job.entity_name, job.entity_key, outcome,
+    )
+    return row
+
+
+def _end(job: FutureJob, event: str, outcome: str, reason: str, now: datetime) -> str:
+    """End a locked job now, or, if its run is in flight, once the run returns."""
+    states.target(job, event)
+    if job.in_flight:
+        job.end_requested = outcome
+        job.end_reason = reason
+        job.save(update_fields=["end_requested", "end_reason"])
+        logger.info("job id=%s %s requested while its run is in flight", job.pk, outcome)
+        return "requested"
+    job.end_reason = reason
+    finish(job, outcome, now)
+    return "ended"
+
+
+# --- scheduling ------------------------------------------------------------------------------
+
+
+def schedule_job(
+    entity: models.Model,
+    check: CheckRef,
+    *,
+    at: datetime | None = None,
+    delay: timedelta | None = None,
+    workflow: str = "",
+    replace: bool = False,
+    now: datetime | None = None,
+) -> tuple[FutureJob, bool]:
+    """Like :func:`schedule`, also saying whether the job was created (True) or existed."""
+    entry = get_check(check)
+    entity_name, entity_key = entity_ref(entity, entry)
+    now = _now(now)
+    first = due_time(entry, now, at, delay)
+    workflow = workflow or ""
+    key = {"entity_name": entity_name, "entity_key": entity_key, "job_exec": entry.name}
+    with transaction.atomic():
+        existing = FutureJob.objects.select_for_update().filter(**key).first()
+        if existing is None:
+            paused = bool(workflow) and _workflow_paused(workflow)
+            job = FutureJob(
+                **key,
+                workflow=workflow,
+                state=State.PAUSED if paused else State.SCHEDULED,
+                last_state=State.SCHEDULED if paused else "",
+                first_check_at=first,
+                next_check_at=first,
+                created_at=now,
+            )
+            try:
+                with transaction.atomic():
+                    job.save(force_insert=True)
+            except IntegrityError:
+                existing = FutureJob.objects.select_for_update().filter(**key).first()
+                if existing is None:  # the clash was not the one-pending-job rule
+                    raise
+            else:
+                logger.debug("job id=%s scheduled %s at %s", job.pk, entry.name, first.isoformat())
+                return job, True
+        if replace and existing.next_check_at != first:
+            _set_due(existing, Event.SLEEP, first)
+        return existing, False
+
+
+def schedule(
+    entity: models.Model,
+    check: CheckRef,
+    *,
+    at: datetime | None = None,
+    delay: timedelta | None = None,
+    workflow: str = "",
+    replace: bool = False,
+    now: datetime | None = None,
+) -> FutureJob:
+    """Schedule ``check`` for ``entity``: due at ``at`` or after ``delay`` (else now), rounded
+    up to a slot.
+
+    One job is pending per (entity, check): if one exists it is returned unchanged, unless
+    ``replace=True`` moves its due time. A job scheduled into a paused workflow starts paused.
+    Raises UnknownCheck, InvalidEntity or InvalidTime, writing nothing.
+    """
+    return schedule_job(
+        entity, check, at=at, delay=delay, workflow=workflow, replace=replace, now=now
+    )[0]
+
+
+def cancel(entity: models.Model, check: CheckRef, *, now: datetime | None = None) -> bool:
+    """End the pending job of ``check`` for ``entity`` with outcome ``cancelled``.
+
+    Returns True if there was one. A job whose run is in flight ends when the run returns.
+    """
+    entry = get_check(check)
+    entity_name, entity_key = entity_ref(entity, entry)
+    now = _now(now)
+    with transaction.atomic():
+        job = (
+            FutureJob.objects.select_for_update()
+            .filter(entity_name=entity_name, entity_key=entity_key, job_exec=entry.name)
+            .first()
+        )
+        if job is None:
+            return False
+        _end(job, Event.CANCEL, Outcome.CANCELLED, "cancelled", now)
+        return True
+
+
+# --- commands on one job ---------------------------------------------------------------------
+
+
+def _set_due(job: FutureJob, event: str, when: datetime) -> FutureJob:
+    to = states.target(job, event)
+    job.state = to
+    job.next_check_at = when
+    if to != State.PAUSED:
+        job.last_state = ""
+    job.save(update_fields=["state", "next_check_at", "last_state"])
+    return job
+
+
+def run_now(job: FutureJob | int, *, now: datetime | None = None) -> FutureJob:
+    """Make a scheduled or buried job due at once, without waiting for a slot."""
+    now = _now(now)
+    with transaction.atomic():
+        locked = _lock(job)
+        return _set_due(locked, Event.RUN_NOW, now)
+
+
+def sleep(job: FutureJob | int, at: datetime, *, now: datetime | None = None) -> FutureJob:
+    """Move a job's next check to ``at`` (rounded up to a slot); a paused job stays paused."""
+    now = _now(now)
+    slots.require_aware(at, "at")
+    with transaction.atomic():
+        locked = _lock(job)
+        entry = _check_or_none(locked.job_exec)
+        if entry is not None and at > now + entry.horizon:
+            raise InvalidTime(f"{at.isoformat()} is beyond the horizon of check {entry.name!r}")
+        return _set_due(locked, Event.SLEEP, slots.round_up(at, _slot_minutes()))
+
+
+def kill(job: FutureJob | int, reason: str, *, now: datetime | None = None) -> str:
+    """End a job with outcome ``killed`` and ``reason``.
+
+    Returns ``"ended"``, or ``"requested"`` when its run is in flight: the run returns, its
+    result is discarded and the job ends ``killed``.
+    """
+    if not reason or not reason.strip():
+        raise ValueError("A kill needs a reason")
+    now = _now(now)
+    with transaction.atomic():
+        return _end(_lock(job), Event.KILL, Outcome.KILLED, reason.strip(), now)
+
+
+def _check_or_none(name: str) -> Check | None:
+    try:
+        return get_check(name)
+    except PrescientError:
+        return None
+
+
+# --- pause and release -----------------------------------------------------------------------
+
+
+def _pause_job(job: FutureJob | int) -> int:
+    locked = _lock(job)
+    to = states.target(locked, Event.PAUSE)
+    if locked.state == to:
+        return 0
+    locked.last_state, locked.state = locked.state, to
+    locked.save(update_fields=["state", "last_state"])
+    return 1
+
+
+def _release_job(job: FutureJob | int) -> int:
+    locked = _lock(job)
+    to = states.target(locked, Event.RELEASE)
+    if locked.state == to:
+        return 0
+    locked.state, locked.last_state = to, ""
+    locked.save(update_fields=["state", "last_state"])
+    return 1
+
+
+def _one_of(workflow: str | None, job: FutureJob | int | None) -> None:
+    if (workflow is None) == (job is None):
+        raise ValueError("Give exactly one of workflow= or job=")
+
+
+def pause(
+    *, workflow: str | None = None, job: FutureJob | int | None = None, now: datetime | None = None
+) -> int:
+    """Pause a workflow (and every job in it) or one job; returns how many jobs became paused.
+
+    Scheduled jobs stop being claimed; running ones go on and are marked paused. Each job
+    remembers its last state for :func:`release`. Idempotent. Pausing one job whose state does
+    not allow it (buried) raises InvalidTransition; a workflow's buried jobs are left alone.
+    """
+    now = _now(now)
+    _one_of(workflow, job)
+    with transaction.atomic():
+        if workflow is None:
+            count = _pause_job(job)  # type: ignore[arg-type]
+        else:
+            _workflow_paused(workflow, for_update=True)
+            Workflow.objects.filter(name=workflow, paused_at__isnull=True).update(paused_at=now)
+            movable = [s for s in states.states_from(Event.PAUSE, State.PAUSED) if s != State.PAUSED]
+            count = (
+                FutureJob.objects.of_workflow(workflow)
+                .filter(state__in=movable)
+                .update(state=State.PAUSED, last_state=F("state"))
+            )
+    logger.info("paused %s job(s) of %s", count, workflow if workflow is not None else f"job {job}")
+    return count
+
+
+def release(
+    *, workflow: str | None = None, job: FutureJob | int | None = None, now: datetime | None = None
+) -> int:
+    """Return paused jobs to their last state; returns how many were released. Idempotent.
+
+    Jobs paused while scheduled become scheduled (overdue ones run at the next tick); jobs
+    paused while their run was in flight go back to running and are not started again.
+    """
+    _now(now)
+    _one_of(workflow, job)
+    with transaction.atomic():
+        if workflow is None:
+            count = _release_job(job)  # type: ignore[arg-type]
+        else:
+            _workflow_paused(workflow, for_update=True)
+            Workflow.objects.filter(name=workflow).update(paused_at=None)
+            count = (
+                FutureJob.objects.of_workflow(workflow)
+                .filter(state=State.PAUSED)
+                .update(
+                    state=Coalesce(NullIf(F("last_state"), Value("")), Value(State.SCHEDULED.value)),
+                    last_state="",
+                )
+            )
+    logger.info("released %s job(s) of %s", count, workflow if workflow is not None else f"job {job}")
+    return count

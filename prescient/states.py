@@ -1,0 +1,133 @@
+"""The job state machine: states, outcomes, events and the one table of allowed moves.
+
+Every change of a job's state goes through :func:`target`; anything absent from :data:`MOVES`
+is refused with :class:`~prescient.exceptions.InvalidTransition`. ``docs/states.md`` is
+generated from this table (``python -m prescient.states``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from .exceptions import InvalidTransition
+
+
+class State(models.TextChoices):
+    SCHEDULED = "scheduled", _("Scheduled")  # waiting for its slot
+    RUNNING = "running", _("Running")  # claimed by a tick or worker
+    PAUSED = "paused", _("Paused")  # remembers its last state
+    BURIED = "buried", _("Buried")  # its worker vanished; a person decides
+
+
+class Outcome(models.TextChoices):
+    COMPLETED = "completed", _("Completed")  # the check returned None
+    MAX_CHECKS = "max_checks", _("Max checks")  # asked for one re-check too many
+    HORIZON = "horizon", _("Horizon")  # asked for a time in the past or too far ahead
+    FAILED = "failed", _("Failed")  # failed more than its retries allow
+    ENTITY_MISSING = "entity_missing", _("Entity missing")  # its instance was deleted
+    CANCELLED = "cancelled", _("Cancelled")  # prescient.cancel()
+    KILLED = "killed", _("Killed")  # killed by a person, with a reason
+
+
+class Event(models.TextChoices):
+    CLAIM = "claim", _("claim")  # a tick or worker takes a due job
+    RESCHEDULE = "reschedule", _("reschedule")  # the check asked to be called again
+    RETRY = "retry", _("retry")  # a failed run will be retried
+    FINISH = "finish", _("finish")  # the run ended the job (any outcome)
+    HAND_BACK = "hand_back", _("hand back")  # a stopping worker returns an unfinished claim
+    BURY = "bury", _("bury")  # the reservation went stale: its worker is presumed lost
+    PAUSE = "pause", _("pause")
+    RELEASE = "release", _("release")
+    RUN_NOW = "run_now", _("run now")  # due at once, without waiting for a slot
+    SLEEP = "sleep", _("sleep")  # due at a given time
+    KILL = "kill", _("kill")  # a person ends the job, with a reason
+    CANCEL = "cancel", _("cancel")  # host code ends the job
+
+
+#: Pseudo-target: the job leaves the live table and gets its history row.
+END = "(end)"
+#: Pseudo-target: back to the state remembered when the job was paused.
+LAST = "(last state)"
+
+S, E = State, Event
+
+MOVES: dict[tuple[str, str], str] = {
+    # (state, event): target; anything absent is refused.
+    (S.SCHEDULED, E.CLAIM): S.RUNNING,
+    (S.SCHEDULED, E.PAUSE): S.PAUSED,
+    (S.SCHEDULED, E.RELEASE): S.SCHEDULED,  # idempotent: nothing to release
+    (S.SCHEDULED, E.RUN_NOW): S.SCHEDULED,
+    (S.SCHEDULED, E.SLEEP): S.SCHEDULED,
+    (S.SCHEDULED, E.KILL): END,
+    (S.SCHEDULED, E.CANCEL): END,
+    (S.RUNNING, E.RESCHEDULE): S.SCHEDULED,
+    (S.RUNNING, E.RETRY): S.SCHEDULED,
+    (S.RUNNING, E.FINISH): END,
+    (S.RUNNING, E.HAND_BACK): S.SCHEDULED,
+    (S.RUNNING, E.BURY): S.BURIED,
+    (S.RUNNING, E.PAUSE): S.PAUSED,  # the run goes on; the job remembers ``running``
+    (S.RUNNING, E.RELEASE): S.RUNNING,  # idempotent
+    (S.RUNNING, E.KILL): END,  # deferred: the run returns, its result is discarded
+    (S.RUNNING, E.CANCEL): END,  # deferred likewise
+    (S.PAUSED, E.RESCHEDULE): S.PAUSED,  # stays paused, remembers ``scheduled``
+    (S.PAUSED, E.RETRY): S.PAUSED,
+    (S.PAUSED, E.FINISH): END,
+    (S.PAUSED, E.HAND_BACK): S.PAUSED,
+    (S.PAUSED, E.BURY): S.BURIED,
+    (S.PAUSED, E.PAUSE): S.PAUSED,  # idempotent
+    (S.PAUSED, E.RELEASE): LAST,
+    (S.PAUSED, E.SLEEP): S.PAUSED,  # new due time, still paused
+    (S.PAUSED, E.KILL): END,
+    (S.PAUSED, E.CANCEL): END,
+    (S.BURIED, E.RUN_NOW): S.SCHEDULED,
+    (S.BURIED, E.SLEEP): S.SCHEDULED,
+    (S.BURIED, E.KILL): END,
+    (S.BURIED, E.CANCEL): END,
+}
+
+#: Events that only the claimant of a run in flight may send.
+RUN_EVENTS = frozenset({E.RESCHEDULE, E.RETRY, E.FINISH, E.HAND_BACK, E.BURY})
+
+
+def target(job: Any, event: str) -> str:
+    """The state ``job`` moves to on ``event`` (or END / LAST); InvalidTransition if refused.
+
+    ``job`` needs ``state``, ``last_state`` and ``reserved_by`` (a run is in flight when set).
+    """
+    to = MOVES.get((job.state, event))
+    if to is None:
+        raise InvalidTransition(job, event)
+    in_flight = bool(job.reserved_by)
+    if event in RUN_EVENTS and not in_flight:
+        raise InvalidTransition(job, event, "no run in flight")
+    if to == LAST:
+        return job.last_state or S.SCHEDULED
+    return to
+
+
+def states_from(event: str, to: str) -> list[str]:
+    """The states in which ``event`` leads to ``to``: used to build bulk updates from the table."""
+    return [state for (state, ev), target_ in MOVES.items() if ev == event and target_ == to]
+
+
+def render_markdown() -> str:
+    """The transition table as Markdown (for docs/states.md)."""
+    events = list(Event)
+    lines = [
+        "| state \\ event | " + " | ".join(f"`{e.value}`" for e in events) + " |",
+        "|---|" + "---|" * len(events),
+    ]
+    for state in State:
+        cells = []
+        for event in events:
+            to = MOVES.get((state, event))
+            cells.append("·" if to is None else (f"**{to}**" if to in (END, LAST) else str(to)))
+        lines.append(f"| `{state.value}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(render_markdown())

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from prescient import registry
+from prescient.models import FutureJob
+from prescient.states import State
+from tests.testapp.models import Thing
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: A fixed "now" on a slot boundary: Sunday 2026-11-22 10:00 UTC.
+T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
+
+
+def on_postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    if os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL (set DATABASE_URL)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def t0() -> datetime:
+    return T0
+
+
+@pytest.fixture
+def register() -> Iterator[Callable[..., Any]]:
+    """Register a check for one test: ``register("name", func, model=..., **overrides)``."""
+    names: list[str] = []
+
+    def add(name: str, func: Callable[..., Any], model: Any = "testapp.Thing", **options: Any) -> Callable[..., Any]:
+        registry.unregister(name)
+        names.append(name)
+        return registry.check(name, model=model, **options)(func)
+
+    yield add
+    for name in names:
+        registry.unregister(name)
+
+
+@pytest.fixture
+def make_thing() -> Callable[..., Thing]:
+    def make(**fields: Any) -> Thing:
+        return Thing.objects.create(**fields)
+
+    return make
+
+
+@pytest.fixture
+def make_job(make_thing: Callable[..., Thing]) -> Callable[..., FutureJob]:
+    """A job row straight in the table (bypassing schedule), for state tests."""
+
+    def make(
+        check: str = "test.record",
+        *,
+        thing: Thing | None = None,
+        state: str = State.SCHEDULED,
+        next_check_at: datetime = T0,
+        **fields: Any,
+    ) -> FutureJob:
+        thing = thing or make_thing()
+        return FutureJob.objects.create(
+            entity_name="testapp.thing",
+            entity_key=str(thing.pk),
+            job_exec=check,
+            state=state,
+            first_check_at=fields.pop("first_check_at", next_check_at),
+            next_check_at=next_check_at,
+            created_at=fields.pop("created_at", next_check_at - timedelta(hours=1)),
+            **fields,
+        )
+
+    return make
+
+
+def database_env() -> dict[str, str]:
+    """Environment for a child process that must use the test database."""
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    settings = connection.settings_dict
+    if connection.vendor == "postgresql":
+        host = settings.get("HOST") or "127.0.0.1"
+        port = settings.get("PORT") or 5432
+        user = settings.get("USER") or "postgres"
+        env["DATABASE_URL"] = f"postgres://{user}@{host}:{port}/{settings['NAME']}"
+    else:
+        env.pop("DATABASE_URL", None)
+        env["PRESCIENT_SQLITE"] = str(settings["NAME"])
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def manage(*args: str, timeout: float = 120) -> subprocess.Popen[str]:
+    """Start ``django-admin <args>`` against the test database, in a new process."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "django", *args, "--settings=tests.settings"],
+        cwd=ROOT,
+        env=database_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
