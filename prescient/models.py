@@ -73,7 +73,7 @@ class FutureJob(models.Model):
             models.Index(
                 fields=["next_check_at", "id"], name="prescient_job_due", condition=Q(state=State.SCHEDULED)
             ),
-            models.Index(fields=["reserved_at"], name="prescient_in_flight", condition=~Q(reserved_by="")),
+            models.Index(fields=["reserved_at"], name="prescient_job_in_flight", condition=~Q(reserved_by="")),
             models.Index(fields=["workflow", "state"], name="prescient_job_workflow"),
         ]
 

@@ -42,7 +42,25 @@ def _can_alarm() -> bool:
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
+def _cancel_running_query() -> None:
+    """Ask PostgreSQL to cancel the query the check is waiting on, if any.
+
+    Without this the server would go on executing it after the connection is dropped.
+    """
+    raw = connection.connection
+    if connection.vendor != "postgresql" or raw is None:
+        return
+    try:
+        from psycopg.pq import TransactionStatus
+
+        if raw.info.transaction_status == TransactionStatus.ACTIVE:
+            raw.cancel_safe(timeout=2.0)
+    except Exception:  # best effort: the connection is dropped afterwards anyway
+        logger.warning("could not cancel the query of a timed-out check", exc_info=True)
+
+
 def _on_alarm(signum: int, frame: FrameType | None) -> None:
+    _cancel_running_query()
     raise CheckTimeout()
 
 

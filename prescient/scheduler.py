@@ -78,7 +78,7 @@ def claim(now: datetime, limit: int, token: str) -> list[FutureJob]:
     due = FutureJob.objects.due(now).order_by("next_check_at", "id").values("pk")[:limit]
     if connection.features.has_select_for_update_skip_locked:
         due = due.select_for_update(skip_locked=True)
-    with transaction.atomic():
+    with transaction.atomic():  # one statement; Django wants FOR UPDATE inside a transaction
         claimed = FutureJob.objects.filter(pk__in=due, state=State.SCHEDULED).update(
             state=State.RUNNING, reserved_at=now, reserved_by=token
         )
@@ -87,21 +87,51 @@ def claim(now: datetime, limit: int, token: str) -> list[FutureJob]:
     return list(FutureJob.objects.filter(reserved_by=token).order_by("next_check_at", "id"))
 
 
-def bury_stale(now: datetime) -> int:
-    """Move jobs whose reservation is older than the stale period to ``buried``."""
-    cutoff = now - timedelta(seconds=stale_after_seconds())
-    stale = FutureJob.objects.in_flight().filter(
-        reserved_at__lt=cutoff, state__in=states.states_from(Event.BURY, State.BURIED)
+def _stale(cutoff: datetime) -> models.QuerySet[FutureJob]:
+    return (
+        FutureJob.objects.in_flight()
+        .filter(reserved_at__lt=cutoff, state__in=states.states_from(Event.BURY, State.BURIED))
+        .order_by()
     )
+
+
+def survey(now: datetime) -> tuple[bool, bool]:
+    """``(anything due, any stale reservation)`` in one query, each answered by its own index.
+
+    This is all an idle tick costs, however many jobs are pending.
+    """
+    cutoff = now - timedelta(seconds=stale_after_seconds())
+    due_sql, due_params = FutureJob.objects.due(now).order_by().values("pk")[:1].query.sql_with_params()
+    stale_sql, stale_params = _stale(cutoff).values("pk")[:1].query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT EXISTS({due_sql}), EXISTS({stale_sql})", [*due_params, *stale_params])
+        row = cursor.fetchone()
+    return bool(row[0]), bool(row[1])
+
+
+def bury_stale(now: datetime) -> int:
+    """Move jobs whose reservation is older than the stale period to ``buried``; returns how many.
+
+    A job killed or cancelled while its run was in flight is not buried but ends as asked (its
+    run will never return to end it), with the "worker lost" error in its history row.
+    """
+    cutoff = now - timedelta(seconds=stale_after_seconds())
+    stale = _stale(cutoff)
     buried = 0
     for pk in list(stale.values_list("pk", flat=True)):
         with transaction.atomic():
             job = FutureJob.objects.select_for_update().filter(pk=pk).first()
             if job is None or not job.in_flight or job.reserved_at is None or job.reserved_at >= cutoff:
                 continue
-            job.state = states.target(job, Event.BURY)
             error = f"worker lost: reservation {job.reserved_by} from {job.reserved_at.isoformat()} went stale"
             _record_error(job, error, now)
+            if job.end_requested:
+                states.target(job, Event.FINISH)
+                JobHistory.from_job(job, job.end_requested, now).save(force_insert=True)
+                FutureJob.objects.filter(pk=job.pk).delete()
+                logger.warning("job id=%s ended %s: %s", job.pk, job.end_requested, error)
+                continue
+            job.state = states.target(job, Event.BURY)
             job.last_state = ""
             job.reserved_by = ""
             job.reserved_at = None
@@ -303,8 +333,10 @@ def tick(now: datetime | None = None, *, batch_size: int | None = None) -> TickS
     now = timezone.now() if now is None else slots.require_aware(now, "now")
     size = int(batch_size or setting("BATCH_SIZE"))
     summary = TickSummary()
-    summary.counts[BURIED] += bury_stale(now)
-    while True:
+    has_due, has_stale = survey(now)
+    if has_stale:
+        summary.counts[BURIED] += bury_stale(now)
+    while has_due:
         token = new_token()
         jobs = claim(now, size, token)
         if not jobs:

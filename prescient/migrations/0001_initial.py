@@ -51,7 +51,7 @@ class Migration(migrations.Migration):
                 'verbose_name': 'future job',
                 'verbose_name_plural': 'future jobs',
                 'ordering': ['next_check_at', 'id'],
-                'indexes': [models.Index(condition=models.Q(('state', 'scheduled')), fields=['next_check_at', 'id'], name='prescient_job_due'), models.Index(condition=models.Q(('reserved_by', ''), _negated=True), fields=['reserved_at'], name='prescient_in_flight'), models.Index(fields=['workflow', 'state'], name='prescient_job_workflow')],
+                'indexes': [models.Index(condition=models.Q(('state', 'scheduled')), fields=['next_check_at', 'id'], name='prescient_job_due'), models.Index(condition=models.Q(('reserved_by', ''), _negated=True), fields=['reserved_at'], name='prescient_job_in_flight'), models.Index(fields=['workflow', 'state'], name='prescient_job_workflow')],
                 'constraints': [models.UniqueConstraint(fields=('entity_name', 'entity_key', 'job_exec'), name='prescient_one_pending_job'), models.CheckConstraint(condition=models.Q(('state__in', ['scheduled', 'running', 'paused', 'buried'])), name='prescient_state_valid')],
             },
         ),

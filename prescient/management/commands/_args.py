@@ -17,3 +17,14 @@ def aware_datetime(text: str) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise argparse.ArgumentTypeError(f"{text!r} has no UTC offset: add one, e.g. +00:00 or Z")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number greater than zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number > 0")
+    return value

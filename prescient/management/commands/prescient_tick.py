@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from prescient.scheduler import tick
 
-from ._args import aware_datetime
+from ._args import aware_datetime, positive_int
 
 
 class Command(BaseCommand):
@@ -19,7 +19,7 @@ class Command(BaseCommand):
             default=None,
             help="Process as if it were this time (ISO 8601 with offset); default: the real time.",
         )
-        parser.add_argument("--batch-size", type=int, default=None, help="Jobs claimed per batch.")
+        parser.add_argument("--batch-size", type=positive_int, default=None, help="Jobs claimed per batch.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         summary = tick(options["now"], batch_size=options["batch_size"])

@@ -1,0 +1,58 @@
+"""Bad settings are reported by Django's system check framework, naming what was expected."""
+
+import pytest
+
+from prescient.checks import check_registry, check_settings
+
+
+def ids(errors):
+    return [e.id for e in errors]
+
+
+def test_defaults_are_clean(settings):
+    settings.PRESCIENT = {}
+    assert check_settings() == []
+    assert check_registry() == []
+
+
+@pytest.mark.parametrize("slot", [7, 0, -15, 1.5, "15", True])
+def test_slot_that_does_not_divide_a_day(settings, slot):
+    settings.PRESCIENT = {"SLOT_MINUTES": slot}
+    errors = check_settings()
+    assert ids(errors) == ["prescient.E003"]
+    assert repr(slot) in errors[0].hint
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "code"),
+    [
+        ("TIMEOUT_SECONDS", 0, "prescient.E004"),
+        ("HORIZON_DAYS", "30", "prescient.E004"),
+        ("MAX_CHECKS", -1, "prescient.E005"),
+        ("MAX_RETRIES", 2.5, "prescient.E005"),
+        ("BATCH_SIZE", 0, "prescient.E006"),
+        ("STALE_AFTER_SECONDS", -5, "prescient.E007"),
+        ("ERROR_HANDLER", "no.such.handler", "prescient.E008"),
+        ("SLOTS", 15, "prescient.E002"),
+    ],
+)
+def test_bad_values(settings, key, value, code):
+    settings.PRESCIENT = {key: value}
+    assert code in ids(check_settings())
+
+
+def test_not_a_dict(settings):
+    settings.PRESCIENT = [("SLOT_MINUTES", 15)]
+    assert ids(check_settings()) == ["prescient.E001"]
+
+
+def test_stale_shorter_than_timeout_warns(settings):
+    settings.PRESCIENT = {"TIMEOUT_SECONDS": 60, "STALE_AFTER_SECONDS": 30}
+    assert ids(check_settings()) == ["prescient.W001"]
+
+
+def test_check_naming_a_missing_model(register):
+    register("test.ghost", lambda thing, job: None, model="nowhere.Ghost")
+    errors = check_registry()
+    assert ids(errors) == ["prescient.E010"]
+    assert "nowhere.ghost" in errors[0].msg
