@@ -3,6 +3,9 @@
 #   make demo    set up .venv (newest Python, Django 6) and run the demo on SQLite
 #   make test    the whole suite: SQLite and PostgreSQL, on Django 6 and on Django 5.2 LTS
 #   make bench   benchmarks (PostgreSQL)
+#
+# The browser tests (tests/test_browser.py) use the `browser` extra (Playwright's client) and
+# Debian's chromium: `make test` installs chromium when it is missing and this is root.
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -10,20 +13,20 @@ VENV52 ?= .venv-django52
 PG_URL ?= postgres://postgres@127.0.0.1:5432/prescient
 STAMP = .tmp/.installed-$(notdir $(1))
 
-.PHONY: demo test test-fast test-django6 test-django52 setup setup52 postgres lint clean
+.PHONY: demo test test-fast test-django6 test-django52 setup setup52 postgres chromium lint clean
 
 $(call STAMP,$(VENV)): pyproject.toml
 	@mkdir -p .tmp
 	@py=$$(scripts/find-python 3.12 3.14) || { echo "Django 6 needs Python 3.12+"; exit 1; }; \
-	  echo "setting up $(VENV) with $$py"; rm -rf $(VENV); $$py -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[dev]" "Django>=6,<7"
+	  [ -x $(VENV)/bin/python ] || { echo "setting up $(VENV) with $$py"; $$py -m venv $(VENV); }
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[dev,browser]" "Django>=6,<7"
 	@touch $@
 
 $(call STAMP,$(VENV52)): pyproject.toml
 	@mkdir -p .tmp
 	@py=$$(scripts/find-python 3.11 3.13) || exit 1; \
-	  echo "setting up $(VENV52) with $$py"; rm -rf $(VENV52); $$py -m venv $(VENV52)
-	$(VENV52)/bin/pip install -q --disable-pip-version-check -e ".[dev]" "Django>=5.2,<5.3"
+	  [ -x $(VENV52)/bin/python ] || { echo "setting up $(VENV52) with $$py"; $$py -m venv $(VENV52); }
+	$(VENV52)/bin/pip install -q --disable-pip-version-check -e ".[dev,browser]" "Django>=5.2,<5.3"
 	@touch $@
 
 setup: $(call STAMP,$(VENV))
@@ -35,12 +38,20 @@ demo: setup
 postgres:
 	@scripts/ensure-postgres
 
+# Headless Chromium for the browser tests: Debian's package (Playwright's own download is
+# never used). Quiet; without it the browser tests skip, or fail under CI=true.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || \
+	  { export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq chromium >/dev/null 2>&1 || \
+	    { apt-get update -qq && apt-get install -y -qq chromium; } >/dev/null 2>&1; } || \
+	  echo "warning: could not install chromium; the browser tests will skip (fail under CI=true)" >&2
+
 # The whole suite, as CI runs it.
-test: setup setup52 postgres
+test: setup setup52 postgres chromium
 	scripts/run-tests $(VENV) $(VENV52)
 
 # Django 6 on SQLite and PostgreSQL only: the quick loop while developing.
-test-fast: setup postgres
+test-fast: setup postgres chromium
 	scripts/run-tests $(VENV)
 
 lint: setup

@@ -25,6 +25,12 @@ DEFAULTS: dict[str, Any] = {
     "ERROR_HANDLER": "prescient.errors.retry_next_slot",
     # Errors kept on a job (oldest dropped first).
     "RECENT_ERRORS": 10,
+    # prescient_worker: how often it heart-beats and renews the leases of its claims.
+    "WORKER_HEARTBEAT_SECONDS": 5,
+    # prescient_worker without LISTEN/NOTIFY (SQLite): how often it looks for due work.
+    "WORKER_POLL_SECONDS": 1.0,
+    # prescient_worker on SIGTERM/SIGINT: how long runs in flight may take to finish.
+    "WORKER_GRACE_SECONDS": 30,
 }
 
 

@@ -3,7 +3,8 @@
 A handler is called as ``handler(job, check, now)`` after a failed run, with
 ``job.failure_count`` and ``job.recent_errors`` already including that failure (``check`` is
 ``None`` when the check is no longer registered). It returns when to try again (an aware
-datetime, rounded up to a slot) or ``None`` to end the job with outcome ``failed``.
+datetime, kept as it is: the built-ins round it to a slot with :mod:`prescient.slots`) or
+``None`` to end the job with outcome ``failed``.
 """
 
 from __future__ import annotations

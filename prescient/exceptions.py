@@ -37,9 +37,11 @@ class InvalidTransition(PrescientError):
 
     def __init__(self, job: Any, event: str, detail: str = "") -> None:
         self.job_id = getattr(job, "pk", job)
-        self.state = getattr(job, "state", None)
-        self.event = event
-        message = f"Job {self.job_id} is {self.state}: {event!r} is not allowed"
+        state = getattr(job, "state", None)
+        # str() turns a State/Event member into its value: the message says 'pause', not Event.PAUSE.
+        self.state = None if state is None else str(state)
+        self.event = str(event)
+        message = f"Job {self.job_id} is {self.state}: {self.event!r} is not allowed"
         if detail:
             message = f"{message} ({detail})"
         super().__init__(message)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
@@ -158,3 +159,66 @@ class Workflow(models.Model):
     @property
     def is_paused(self) -> bool:
         return self.paused_at is not None
+
+
+class Worker(models.Model):
+    """A running ``prescient_worker`` process: its identity, heartbeat and progress."""
+
+    name = models.CharField(_("name"), max_length=64, unique=True)
+    hostname = models.CharField(_("host"), max_length=255)
+    pid = models.PositiveIntegerField(_("pid"))
+    concurrency = models.PositiveIntegerField(_("concurrency"), default=1)
+    started_at = models.DateTimeField(_("started at"))
+    heartbeat_at = models.DateTimeField(_("last heartbeat"))
+    last_slot_at = models.DateTimeField(_("last slot processed"), null=True, blank=True)
+    stopped_at = models.DateTimeField(_("stopped at"), null=True, blank=True)
+    jobs_done = models.PositiveBigIntegerField(_("jobs done"), default=0)
+
+    class Meta:
+        verbose_name = _("worker")
+        verbose_name_plural = _("workers")
+        ordering = ["-heartbeat_at"]
+        indexes = [models.Index(fields=["heartbeat_at"], name="prescient_worker_heartbeat")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ApiToken(models.Model):
+    """A secret that lets another service call the JSON API on behalf of ``user``.
+
+    Only a SHA-256 digest of the secret is stored: the secret itself is shown once, when the
+    token is created. The token acts with its user's permissions, and only on the checks it
+    is scoped to: the ``checks`` listed, or every check when ``all_checks`` is set.
+    """
+
+    name = models.CharField(_("name"), max_length=100, help_text=_("What the token is for, e.g. the calling service."))
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="prescient_api_tokens",
+        verbose_name=_("user"), help_text=_("The token acts on behalf of this user, with their permissions."),
+    )
+    prefix = models.CharField(_("prefix"), max_length=16, editable=False, help_text=_("The start of the secret, to recognise it."))
+    digest = models.CharField(_("digest"), max_length=64, unique=True, editable=False)
+    all_checks = models.BooleanField(
+        _("all checks"), default=False, help_text=_("Allow every check, including checks registered later.")
+    )
+    checks = models.JSONField(_("checks"), default=list, blank=True, help_text=_("Names of the checks allowed."))
+    created_at = models.DateTimeField(_("created at"), editable=False)
+    last_used_at = models.DateTimeField(_("last used at"), null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(_("revoked at"), null=True, blank=True, editable=False)
+
+    class Meta:
+        verbose_name = _("API token")
+        verbose_name_plural = _("API tokens")
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def allows(self, check_name: str) -> bool:
+        """Whether this token may act on jobs of the check ``check_name``."""
+        return self.all_checks or (isinstance(self.checks, list) and check_name in self.checks)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 
 from .exceptions import CheckTimeout
 
@@ -71,10 +71,13 @@ def describe(exc: BaseException) -> str:
 
 
 def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label: str) -> RunResult:
-    """Call ``func(*args)`` in a transaction of its own, stopped after ``timeout`` seconds.
+    """Call ``func(*args)``, stopped after ``timeout`` seconds.
 
-    A check that raises has its database writes rolled back; the traceback goes to the log.
-    ``KeyboardInterrupt`` and ``SystemExit`` are not caught.
+    The check runs in autocommit mode, like a view without ATOMIC_REQUESTS: it is not wrapped
+    in a transaction, so a slow check holds no transaction (and, on SQLite, no write lock)
+    open. A check that needs all-or-nothing writes uses ``transaction.atomic()`` itself. The
+    traceback of a check that raises goes to the log. ``KeyboardInterrupt`` and ``SystemExit``
+    are not caught.
     """
     alarm = _can_alarm()
     previous: Any = None
@@ -85,8 +88,7 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
     result = RunResult()
     try:
         try:
-            with transaction.atomic():
-                result.value = func(*args)
+            result.value = func(*args)
         finally:
             if alarm:
                 signal.setitimer(signal.ITIMER_REAL, 0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -25,7 +26,7 @@ from django.utils import timezone
 from . import runner, slots, states
 from .conf import setting, stale_after_seconds
 from .errors import get_handler
-from .exceptions import PrescientError
+from .exceptions import InvalidTransition, PrescientError
 from .models import FutureJob, JobHistory
 from .registry import Check, get_check
 from .states import END, Event, Outcome, State
@@ -34,6 +35,8 @@ logger = logging.getLogger(__name__)
 
 #: Summary keys besides the outcomes.
 RESCHEDULED, RETRIED, DISCARDED, BURIED = "rescheduled", "retried", "discarded", "buried"
+HANDED_BACK = "handed_back"
+_SUMMARY_KEY = {Event.RESCHEDULE: RESCHEDULED, Event.RETRY: RETRIED, Event.HAND_BACK: HANDED_BACK}
 
 
 @dataclass
@@ -57,10 +60,12 @@ class TickSummary:
 
     @property
     def processed(self) -> int:
-        return sum(v for k, v in self.counts.items() if k != BURIED)
+        return sum(v for k, v in self.counts.items() if k not in (BURIED, HANDED_BACK))
 
     def line(self) -> str:
         order = [o.value for o in Outcome] + [RESCHEDULED, RETRIED, BURIED, DISCARDED]
+        if self.counts.get(HANDED_BACK):
+            order.append(HANDED_BACK)
         parts = [f"{key}={self.counts.get(key, 0)}" for key in order]
         return f"prescient tick: processed={self.processed} " + " ".join(parts)
 
@@ -75,11 +80,17 @@ def new_token(kind: str = "tick") -> str:
 
 def claim(now: datetime, limit: int, token: str) -> list[FutureJob]:
     """Mark up to ``limit`` due jobs ``running`` under ``token`` and return them, oldest first."""
-    due = FutureJob.objects.due(now).order_by("next_check_at", "id").values("pk")[:limit]
+    due = FutureJob.objects.due(now).order_by("next_check_at", "id")
     if connection.features.has_select_for_update_skip_locked:
         due = due.select_for_update(skip_locked=True)
-    with transaction.atomic():  # one statement; Django wants FOR UPDATE inside a transaction
-        claimed = FutureJob.objects.filter(pk__in=due, state=State.SCHEDULED).update(
+    with transaction.atomic():
+        # The ids are picked first, not in a sub-select of the UPDATE: PostgreSQL may re-run
+        # such a sub-select for each row it updates, each run skipping the rows already
+        # changed, and so claim far more than ``limit`` jobs.
+        pks = list(due.values_list("pk", flat=True)[:limit])
+        if not pks:
+            return []
+        claimed = FutureJob.objects.filter(pk__in=pks, state=State.SCHEDULED).update(
             state=State.RUNNING, reserved_at=now, reserved_by=token
         )
     if not claimed:
@@ -109,8 +120,40 @@ def survey(now: datetime) -> tuple[bool, bool]:
     return bool(row[0]), bool(row[1])
 
 
+#: Reservations made by prescient_worker start with this; a worker renews its leases while it
+#: lives, so a stale one means the worker is gone and its claim can simply run again.
+WORKER_TOKEN_PREFIX = "worker:"
+
+
+def _reclaim(job: FutureJob, now: datetime) -> None:
+    """A dead worker's claim: counted as a failed run and due again at once (or failed)."""
+    job.failure_count += 1
+    check = None
+    try:
+        check = get_check(job.job_exec)
+    except PrescientError:
+        pass
+    retries = check.retries_allowed if check is not None else int(setting("MAX_RETRIES"))
+    if job.failure_count > retries:
+        states.target(job, Event.FINISH)
+        JobHistory.from_job(job, Outcome.FAILED, now).save(force_insert=True)
+        FutureJob.objects.filter(pk=job.pk).delete()
+        logger.warning("job id=%s failed: its worker was lost too often", job.pk)
+        return
+    to = states.target(job, Event.RECLAIM)
+    job.last_state = State.SCHEDULED if to == State.PAUSED else ""
+    job.state = to
+    job.reserved_by, job.reserved_at = "", None
+    job.save()
+    logger.warning("job id=%s reclaimed from a lost worker; due again", job.pk)
+
+
 def bury_stale(now: datetime) -> int:
-    """Move jobs whose reservation is older than the stale period to ``buried``; returns how many.
+    """Deal with reservations older than the stale period; returns how many jobs it moved.
+
+    A stale reservation of a worker (which renews its leases while alive) is reclaimed: the
+    job counts a failed run and is due again at once. Any other (a tick that died) is moved to
+    ``buried`` for a person to decide.
 
     A job killed or cancelled while its run was in flight is not buried but ends as asked (its
     run will never return to end it), with the "worker lost" error in its history row.
@@ -130,6 +173,10 @@ def bury_stale(now: datetime) -> int:
                 JobHistory.from_job(job, job.end_requested, now).save(force_insert=True)
                 FutureJob.objects.filter(pk=job.pk).delete()
                 logger.warning("job id=%s ended %s: %s", job.pk, job.end_requested, error)
+                continue
+            if job.reserved_by.startswith(WORKER_TOKEN_PREFIX):
+                _reclaim(job, now)
+                buried += 1
                 continue
             job.state = states.target(job, Event.BURY)
             job.last_state = ""
@@ -219,7 +266,8 @@ def _failure(decision: Decision, check: Check | None, error: str, now: datetime)
         decision.event, decision.outcome = Event.FINISH, Outcome.FAILED
     else:
         decision.event = Event.RETRY
-        decision.next_check_at = slots.next_check(retry_at, now, int(setting("SLOT_MINUTES")))
+        # The handler's time is kept as it is: the built-in handlers round to slots themselves.
+        decision.next_check_at = slots.require_aware(retry_at, "the error handler's retry time")
     return decision
 
 
@@ -227,6 +275,15 @@ def _record_error(job: FutureJob, error: str, now: datetime) -> None:
     job.last_error = error
     kept = int(setting("RECENT_ERRORS"))
     job.recent_errors = ([*job.recent_errors, {"at": now.isoformat(), "error": error}])[-kept:]
+
+
+def failed_run(job: FutureJob, error: str, now: datetime, seconds: float = 0.0) -> Decision:
+    """The decision for a run that failed outside the check's own control (crash, hard timeout)."""
+    try:
+        check: Check | None = get_check(job.job_exec)
+    except PrescientError:
+        check = None
+    return _failure(Decision(job=job, event=Event.FINISH, seconds=seconds, ran=True), check, error, now)
 
 
 def run_one(job: FutureJob, entities: dict[tuple[str, str], models.Model], now: datetime) -> Decision:
@@ -289,7 +346,12 @@ def settle(decisions: list[Decision], token: str, now: datetime, summary: TickSu
             event, outcome = decision.event, decision.outcome
             if job.end_requested:
                 event, outcome = Event.FINISH, job.end_requested
-            to = states.target(job, event)
+            try:
+                to = states.target(job, event)
+            except InvalidTransition as exc:  # a row in a state no run should meet: leave it be
+                summary.counts[DISCARDED] += 1
+                logger.error("job id=%s result discarded: %s", job.pk, exc)
+                continue
             if to == END:
                 ended.append(job.pk)
                 history.append(JobHistory.from_job(job, outcome, now))
@@ -300,7 +362,7 @@ def settle(decisions: list[Decision], token: str, now: datetime, summary: TickSu
                 job.next_check_at = decision.next_check_at
             if event == Event.RESCHEDULE:
                 job.check_count += 1
-            summary.counts[RESCHEDULED if event == Event.RESCHEDULE else RETRIED] += 1
+            summary.counts[_SUMMARY_KEY[event]] += 1
             job.last_state = State.SCHEDULED if to == State.PAUSED else ""
             job.state = to
             job.reserved_by, job.reserved_at = "", None
@@ -324,6 +386,27 @@ def _log_finished(job: FutureJob, what: str, decision: Decision) -> None:
 # --- the tick ----------------------------------------------------------------------------------
 
 
+class _Lease:
+    """Keeps a tick's claims fresh while it works through a long batch.
+
+    The tick's clock is its ``now`` plus the time elapsed since it started, so a replayed
+    ``--now`` stays consistent with the stale rule.
+    """
+
+    def __init__(self, now: datetime) -> None:
+        self.now, self.started = now, time.monotonic()
+        self.every = stale_after_seconds() / 4
+        self.last = self.started
+
+    def renew_if_due(self, token: str) -> None:
+        if time.monotonic() - self.last < self.every:
+            return
+        self.last = time.monotonic()
+        stamp = self.now + timedelta(seconds=self.last - self.started)
+        FutureJob.objects.filter(reserved_by=token).update(reserved_at=stamp)
+
+
+
 def tick(now: datetime | None = None, *, batch_size: int | None = None) -> TickSummary:
     """Process every job due at ``now`` (default: the real time), batch by batch, then return.
 
@@ -333,6 +416,7 @@ def tick(now: datetime | None = None, *, batch_size: int | None = None) -> TickS
     now = timezone.now() if now is None else slots.require_aware(now, "now")
     size = int(batch_size or setting("BATCH_SIZE"))
     summary = TickSummary()
+    lease = _Lease(now)
     has_due, has_stale = survey(now)
     if has_stale:
         summary.counts[BURIED] += bury_stale(now)
@@ -342,6 +426,9 @@ def tick(now: datetime | None = None, *, batch_size: int | None = None) -> TickS
         if not jobs:
             break
         entities = load_entities(jobs)
-        decisions = [run_one(job, entities, now) for job in jobs]
+        decisions = []
+        for job in jobs:
+            lease.renew_if_due(token)
+            decisions.append(run_one(job, entities, now))
         settle(decisions, token, now, summary)
     return summary

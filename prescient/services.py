@@ -20,6 +20,7 @@ from . import slots, states
 from .conf import setting
 from .exceptions import InvalidEntity, InvalidTime, PrescientError
 from .models import FutureJob, JobHistory, Workflow
+from .notify import notify
 from .registry import Check, get_check
 from .states import END, Event, Outcome, State
 
@@ -181,6 +182,8 @@ def schedule_job(
                     raise
             else:
                 logger.debug("job id=%s scheduled %s at %s", job.pk, entry.name, first.isoformat())
+                if first <= now and not paused:
+                    notify()  # due already: wake a worker rather than wait for the next slot
                 return job, True
         if replace and existing.next_check_at != first:
             _set_due(existing, Event.SLEEP, first)
@@ -246,8 +249,9 @@ def run_now(job: FutureJob | int, *, now: datetime | None = None) -> FutureJob:
     """Make a scheduled or buried job due at once, without waiting for a slot."""
     now = _now(now)
     with transaction.atomic():
-        locked = _lock(job)
-        return _set_due(locked, Event.RUN_NOW, now)
+        locked = _set_due(_lock(job), Event.RUN_NOW, now)
+        notify()
+        return locked
 
 
 def sleep(job: FutureJob | int, at: datetime, *, now: datetime | None = None) -> FutureJob:
@@ -308,6 +312,9 @@ def _release_job(job: FutureJob | int) -> int:
 def _one_of(workflow: str | None, job: FutureJob | int | None) -> None:
     if (workflow is None) == (job is None):
         raise ValueError("Give exactly one of workflow= or job=")
+    if workflow is not None and not workflow:
+        # "" means "no workflow": jobs without one are never paused as a group.
+        raise ValueError("A workflow name must not be empty")
 
 
 def pause(
@@ -361,5 +368,7 @@ def release(
                     last_state="",
                 )
             )
+        if count:
+            notify()  # released jobs may be overdue
     logger.info("released %s job(s) of %s", count, workflow if workflow is not None else f"job {job}")
     return count

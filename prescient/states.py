@@ -38,7 +38,8 @@ class Event(models.TextChoices):
     RETRY = "retry", _("retry")  # a failed run will be retried
     FINISH = "finish", _("finish")  # the run ended the job (any outcome)
     HAND_BACK = "hand_back", _("hand back")  # a stopping worker returns an unfinished claim
-    BURY = "bury", _("bury")  # the reservation went stale: its worker is presumed lost
+    BURY = "bury", _("bury")  # a tick's reservation went stale: parked for a person
+    RECLAIM = "reclaim", _("reclaim")  # a worker stopped heart-beating: its claim is run again
     PAUSE = "pause", _("pause")
     RELEASE = "release", _("release")
     RUN_NOW = "run_now", _("run now")  # due at once, without waiting for a slot
@@ -68,6 +69,7 @@ MOVES: dict[tuple[str, str], str] = {
     (S.RUNNING, E.FINISH): END,
     (S.RUNNING, E.HAND_BACK): S.SCHEDULED,
     (S.RUNNING, E.BURY): S.BURIED,
+    (S.RUNNING, E.RECLAIM): S.SCHEDULED,
     (S.RUNNING, E.PAUSE): S.PAUSED,  # the run goes on; the job remembers ``running``
     (S.RUNNING, E.RELEASE): S.RUNNING,  # idempotent
     (S.RUNNING, E.KILL): END,  # deferred: the run returns, its result is discarded
@@ -77,6 +79,7 @@ MOVES: dict[tuple[str, str], str] = {
     (S.PAUSED, E.FINISH): END,
     (S.PAUSED, E.HAND_BACK): S.PAUSED,
     (S.PAUSED, E.BURY): S.BURIED,
+    (S.PAUSED, E.RECLAIM): S.PAUSED,
     (S.PAUSED, E.PAUSE): S.PAUSED,  # idempotent
     (S.PAUSED, E.RELEASE): LAST,
     (S.PAUSED, E.SLEEP): S.PAUSED,  # new due time, still paused
@@ -89,7 +92,7 @@ MOVES: dict[tuple[str, str], str] = {
 }
 
 #: Events that only the claimant of a run in flight may send.
-RUN_EVENTS = frozenset({E.RESCHEDULE, E.RETRY, E.FINISH, E.HAND_BACK, E.BURY})
+RUN_EVENTS = frozenset({E.RESCHEDULE, E.RETRY, E.FINISH, E.HAND_BACK, E.BURY, E.RECLAIM})
 
 
 def target(job: Any, event: str) -> str:

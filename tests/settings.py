@@ -5,6 +5,7 @@ without it, SQLite. The SQLite test database is a file so that tests with real p
 share it.
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -15,6 +16,7 @@ SECRET_KEY = "tests-only-not-secret"
 DEBUG = False
 USE_TZ = True
 TIME_ZONE = "UTC"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 ALLOWED_HOSTS = ["*"]
 
 INSTALLED_APPS = [
@@ -68,6 +70,8 @@ else:
     }
 
 PRESCIENT = {"SLOT_MINUTES": 15, "TIMEOUT_SECONDS": 2}
+# Child processes started by tests may tune settings further (JSON object).
+PRESCIENT.update(json.loads(os.environ.get("PRESCIENT_TEST_SETTINGS", "{}")))
 
 LOGGING = {
     "version": 1,

@@ -39,3 +39,21 @@ def sleep_forever(thing: Thing, job: object) -> None:
 def spin(thing: Thing, job: object) -> None:
     while True:
         pass
+
+
+@prescient.check("test.exit", model="testapp.Thing")
+def hard_exit(thing: Thing, job: object) -> None:
+    """Ends its process at once, as a crashing extension would."""
+    import os
+
+    os._exit(1)
+
+
+@prescient.check("test.unstoppable", model="testapp.Thing")
+def unstoppable(thing: Thing, job: object) -> None:
+    """Spins with SIGALRM blocked: only killing its process stops it."""
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    while True:
+        pass

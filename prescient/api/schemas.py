@@ -1,0 +1,258 @@
+"""Request and response payloads of the JSON API. The OpenAPI document is generated from these.
+
+Inputs are strict: unknown fields, wrong JSON types (``"5"`` for a number, ``1`` for a boolean)
+and strings the database cannot store (NUL characters, lone surrogates) are refused with a 400.
+Times are ISO 8601 strings with a UTC offset; times in answers are in UTC (``...Z``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+
+from ninja import Schema
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictBool,
+    StrictInt,
+    WithJsonSchema,
+)
+from pydantic_core import PydanticCustomError
+
+from ..states import Outcome, State
+
+#: Longest delay accepted (100 years); a check's horizon usually refuses far less.
+MAX_DELAY_SECONDS = 100 * 365 * 24 * 3600
+#: Page sizes of the lists.
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+
+TIME_EXAMPLE = "2026-11-22T10:00:00+00:00"
+
+
+def _text(value: str) -> str:
+    if "\x00" in value:
+        raise PydanticCustomError("text_nul", "Must not contain NUL characters.")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PydanticCustomError("text_unicode", "Must be valid Unicode text.") from None
+    return value
+
+
+#: A string the database can store.
+Text = Annotated[str, AfterValidator(_text)]
+
+
+def _entity_key(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise PydanticCustomError("entity_key", "Give the key as a string or an integer.")
+    return value
+
+
+EntityKey = Annotated[
+    str,
+    BeforeValidator(_entity_key),
+    Field(min_length=1, max_length=255),
+    AfterValidator(_text),
+    WithJsonSchema(
+        {
+            "oneOf": [{"type": "string", "minLength": 1, "maxLength": 255}, {"type": "integer"}],
+            "description": "The primary key of the instance.",
+            "examples": ["42"],
+        }
+    ),
+]
+
+
+def _aware_time(value: Any) -> datetime:
+    if not isinstance(value, str) or len(value) > 64:
+        raise PydanticCustomError(
+            "datetime_type", "Give an ISO 8601 date and time with a UTC offset, e.g. {example}.", {"example": TIME_EXAMPLE}
+        )
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise PydanticCustomError(
+            "datetime_parsing", "Not an ISO 8601 date and time; e.g. {example}.", {"example": TIME_EXAMPLE}
+        ) from None
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
+        raise PydanticCustomError(
+            "timezone_aware",
+            "The time has no UTC offset, so it is ambiguous; e.g. {example}.",
+            {"example": TIME_EXAMPLE},
+        )
+    try:
+        parsed.astimezone(timezone.utc)
+    except OverflowError:
+        raise PydanticCustomError("datetime_range", "The time is out of range.") from None
+    return parsed
+
+
+#: An ISO 8601 date and time that must carry a UTC offset.
+AwareTime = Annotated[
+    datetime,
+    PlainValidator(_aware_time),
+    WithJsonSchema({"type": "string", "format": "date-time", "examples": [TIME_EXAMPLE]}),
+]
+
+
+def _reason(value: str) -> str:
+    if not value.strip():
+        raise PydanticCustomError("reason_blank", "Give a reason.")
+    return value.strip()
+
+
+class Strict(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- requests ---------------------------------------------------------------------------------
+
+
+class EntityRef(Strict):
+    model: Text = Field(
+        min_length=1, max_length=100,
+        description="Model label, e.g. `shop.order` (any case). Must be the model of the check.",
+        examples=["shop.order"],
+    )
+    key: EntityKey
+
+
+class TaskIn(Strict):
+    """Give exactly one of ``at`` and ``delay_seconds``."""
+
+    check: Text = Field(min_length=1, max_length=200, description="A registered check name.", examples=["shop.unshipped"])
+    entity: EntityRef
+    at: AwareTime | None = Field(None, description="When the first check is due (rounded up to a slot).")
+    delay_seconds: StrictInt | None = Field(
+        None, ge=0, le=MAX_DELAY_SECONDS, description="Seconds from now to the first check (rounded up to a slot)."
+    )
+    workflow: Text = Field("", max_length=200, description="Group name for pausing and releasing jobs together.")
+    replace: StrictBool = Field(
+        False, description="When the job already exists, move its due time to the one given here."
+    )
+
+
+class KillIn(Strict):
+    reason: Annotated[Text, AfterValidator(_reason)] = Field(
+        min_length=1, max_length=2000, description="Kept in the job's history row."
+    )
+
+
+class TaskFilters(Schema):
+    state: State | None = Field(None, description="Only jobs in this state.")
+    check: Text | None = Field(None, max_length=200, description="Only jobs of this check.")
+    workflow: Text | None = Field(None, max_length=200, description="Only jobs of this workflow.")
+    entity: Text | None = Field(
+        None, max_length=400, description="`app.model` for every instance of a model, or `app.model:key` for one."
+    )
+    cursor: Text | None = Field(None, max_length=100, description="`next_cursor` of the previous page.")
+    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="Page size.")
+
+
+class HistoryFilters(Schema):
+    outcome: Outcome | None = Field(None, description="Only jobs that ended with this outcome.")
+    check: Text | None = Field(None, max_length=200, description="Only jobs of this check.")
+    workflow: Text | None = Field(None, max_length=200, description="Only jobs of this workflow.")
+    entity: Text | None = Field(
+        None, max_length=400, description="`app.model` for every instance of a model, or `app.model:key` for one."
+    )
+    job_id: int | None = Field(None, ge=1, le=2**63 - 1, description="Only the history row of this job.")
+    cursor: Text | None = Field(None, max_length=100, description="`next_cursor` of the previous page.")
+    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="Page size.")
+
+
+# --- responses --------------------------------------------------------------------------------
+
+
+class EntityOut(Schema):
+    model: str = Field(description="Model label, lower case.")
+    key: str
+
+
+class Task(Schema):
+    """A pending job (it leaves the live table, for the history, when it ends)."""
+
+    id: int
+    check: str
+    entity: EntityOut
+    workflow: str
+    state: State
+    last_state: State | None = Field(description="The state a paused job returns to on release.")
+    next_check_at: datetime
+    first_check_at: datetime
+    created_at: datetime
+    check_count: int = Field(description="Times re-scheduled by its check.")
+    run_count: int
+    failure_count: int
+    total_run_seconds: float
+    in_flight: bool = Field(description="A run is under way.")
+    end_requested: Outcome | None = Field(description="Set when killed or cancelled while a run is in flight.")
+    last_error: str
+
+
+class TaskPage(Schema):
+    items: list[Task]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
+
+
+class KillOut(Schema):
+    id: int
+    result: Literal["ended", "requested"] = Field(
+        description="`ended`: the job is in the history now. `requested`: its run is in flight and it ends when the run returns."
+    )
+
+
+class WorkflowOut(Schema):
+    name: str
+    paused: bool
+    changed: int = Field(description="Jobs paused (or released) by this call.")
+
+
+class HistoryEntry(Schema):
+    id: int
+    job_id: int
+    check: str
+    entity: EntityOut
+    workflow: str
+    outcome: Outcome
+    check_count: int
+    run_count: int
+    failure_count: int
+    total_run_seconds: float
+    first_check_at: datetime
+    created_at: datetime
+    finished_at: datetime
+    last_error: str
+    reason: str
+
+
+class HistoryPage(Schema):
+    items: list[HistoryEntry]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
+
+
+class Health(Schema):
+    status: Literal["ok", "late", "unavailable"] = Field(
+        description="`late`: a scheduled job is overdue by more than a slot (no tick or worker is keeping up)."
+    )
+    database: bool = Field(description="The database answered.")
+    workers_alive: int | None = Field(description="prescient_worker processes heart-beating and not stopped.")
+    overdue_jobs: int | None = Field(description="Scheduled jobs whose due time has passed.")
+    oldest_overdue_at: datetime | None
+    lateness_seconds: float | None = Field(description="How long the oldest overdue job has been waiting.")
+    checked_at: datetime
+
+
+class Error(Schema):
+    status: int
+    code: Literal["invalid", "unauthenticated", "forbidden", "not_found", "method_not_allowed", "conflict", "unavailable"]
+    message: str
+    fields: dict[str, list[str]] = Field(description="Messages per field (`body` for the body as a whole).")

@@ -1,0 +1,508 @@
+"""The endpoints of the JSON API, and the OpenAPI document generated from them.
+
+Small views over the verbs of :mod:`prescient.services`: parse (the schemas), authorise (the
+auth classes), call one verb, answer with a flat payload. Every failure an input can cause is
+answered with the error shape of :mod:`.errors`, never with a 500.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DataError, DatabaseError, connection, models, transaction
+from django.http import HttpRequest
+from django.utils import timezone
+from ninja import NinjaAPI, Path, Query, Status
+from ninja.parser import Parser
+
+from .. import __version__, services
+from ..conf import setting, stale_after_seconds
+from ..exceptions import InvalidTime, UnknownCheck
+from ..models import FutureJob, JobHistory, Worker
+from ..registry import Check, get_check
+from ..states import State
+from . import errors
+from .auth import ADD, CHANGE, VIEW, VIEW_HISTORY, Principal, caller, needs
+from .errors import ApiError, BodyError, forbidden, invalid, not_found
+from .schemas import (
+    Error,
+    Health,
+    HistoryFilters,
+    HistoryPage,
+    KillIn,
+    KillOut,
+    Task,
+    TaskFilters,
+    TaskIn,
+    TaskPage,
+    Text,
+    WorkflowOut,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Larger request bodies are refused (a job's payload is a few hundred bytes).
+MAX_BODY_BYTES = 64 * 1024
+#: Ids beyond this cannot exist (a 64-bit primary key).
+MAX_ID = 2**63 - 1
+
+DESCRIPTION = """\
+Create and steer prescient's future checks over HTTP.
+
+**Authentication**: `Authorization: Bearer <token>` with an API token created in the admin, or
+the Django session of a logged-in user (POST requests then need the `X-CSRFToken` header).
+Each endpoint needs a Django permission of the user; a token acts only on the checks it is
+scoped to.
+
+**Errors** all have one shape: `{"status", "code", "message", "fields"}`, where `fields` maps a
+field name to its messages.
+
+**Times** are ISO 8601 with a UTC offset; answers give them in UTC.
+"""
+
+
+class JsonParser(Parser):
+    """ninja's JSON parser, with a size limit and a reason when the body cannot be read."""
+
+    def parse_body(self, request: HttpRequest) -> Any:
+        body = request.body
+        if len(body) > MAX_BODY_BYTES:
+            raise BodyError(f"The body is too large: at most {MAX_BODY_BYTES} bytes.")
+        try:
+            return json.loads(body)
+        except RecursionError:
+            raise BodyError("The JSON is nested too deeply.") from None
+        except ValueError:  # includes UnicodeDecodeError
+            raise BodyError("The body is not valid JSON.") from None
+
+
+api = NinjaAPI(
+    title="prescient",
+    version=__version__,
+    description=DESCRIPTION,
+    urls_namespace="prescient-api",
+    openapi_url="openapi.json",
+    docs_url="docs",
+    parser=JsonParser(),
+)
+errors.install(api)
+
+
+def _errors(*codes: int) -> dict[Any, Any]:
+    return {codes: Error}
+
+
+# --- payloads ---------------------------------------------------------------------------------
+
+
+def task_out(job: FutureJob) -> dict[str, Any]:
+    return {
+        "id": job.pk,
+        "check": job.job_exec,
+        "entity": {"model": job.entity_name, "key": job.entity_key},
+        "workflow": job.workflow,
+        "state": job.state,
+        "last_state": job.last_state or None,
+        "next_check_at": job.next_check_at,
+        "first_check_at": job.first_check_at,
+        "created_at": job.created_at,
+        "check_count": job.check_count,
+        "run_count": job.run_count,
+        "failure_count": job.failure_count,
+        "total_run_seconds": job.total_run_seconds,
+        "in_flight": job.in_flight,
+        "end_requested": job.end_requested or None,
+        "last_error": job.last_error,
+    }
+
+
+def history_out(row: JobHistory) -> dict[str, Any]:
+    return {
+        "id": row.pk,
+        "job_id": row.job_id,
+        "check": row.job_exec,
+        "entity": {"model": row.entity_name, "key": row.entity_key},
+        "workflow": row.workflow,
+        "outcome": row.outcome,
+        "check_count": row.check_count,
+        "run_count": row.run_count,
+        "failure_count": row.failure_count,
+        "total_run_seconds": row.total_run_seconds,
+        "first_check_at": row.first_check_at,
+        "created_at": row.created_at,
+        "finished_at": row.finished_at,
+        "last_error": row.last_error,
+        "reason": row.reason,
+    }
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _encode_cursor(pk: int) -> str:
+    return base64.urlsafe_b64encode(f"id:{pk}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> int:
+    """The id in a cursor made by :func:`_encode_cursor`; a 400 for anything else."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+        kind, _, value = raw.partition(":")
+        pk = int(value) if kind == "id" and value.isdigit() else -1
+    except (binascii.Error, ValueError):
+        pk = -1
+    if not 0 <= pk <= MAX_ID:
+        raise invalid("cursor", "Not a cursor from this API: pass next_cursor of the previous page.")
+    return pk
+
+
+def _page(queryset: models.QuerySet[Any], limit: int) -> tuple[list[Any], str | None]:
+    rows = list(queryset[: limit + 1])
+    if len(rows) > limit:
+        rows = rows[:limit]
+        return rows, _encode_cursor(rows[-1].pk)
+    return rows, None
+
+
+def _scoped(queryset: models.QuerySet[Any], principal: Principal) -> models.QuerySet[Any]:
+    scope = principal.scope()
+    return queryset if scope is None else queryset.filter(job_exec__in=scope)
+
+
+def _by_entity(queryset: models.QuerySet[Any], entity: str) -> models.QuerySet[Any]:
+    model, colon, key = entity.partition(":")
+    queryset = queryset.filter(entity_name=model.strip().lower())
+    return queryset.filter(entity_key=key) if colon else queryset
+
+
+def _job(principal: Principal, job_id: int) -> FutureJob:
+    """The live job ``job_id`` if the caller may see it; a 404 otherwise (out of scope included)."""
+    job = None
+    if 1 <= job_id <= MAX_ID:
+        job = _scoped(FutureJob.objects.filter(pk=job_id), principal).first()
+    if job is None:
+        raise not_found(f"No live job with id {job_id}; a job that ended is in the history (GET history?job_id=).")
+    return job
+
+
+def _fresh(pk: int) -> FutureJob:
+    job = FutureJob.objects.filter(pk=pk).first()
+    if job is None:
+        raise not_found(f"Job {pk} ended meanwhile; see its history.")
+    return job
+
+
+def _registered(name: str) -> Check:
+    try:
+        return get_check(name)
+    except UnknownCheck:
+        raise invalid("check", f"Unknown check {name!r}.") from None
+
+
+def _entity(check: Check, model_label: str, key: str) -> models.Model:
+    """The saved instance the job is about. Only the check's own model can be reached."""
+    if check.model_label is None:
+        raise invalid("check", f"The check {check.name!r} names no model, so it cannot be scheduled over the API.")
+    if model_label.strip().lower() != check.model_label:
+        raise invalid(
+            "entity.model", f"The check {check.name!r} is about {check.model_label}, not {model_label!r}."
+        )
+    try:
+        model = check.model
+    except LookupError:
+        raise invalid("check", f"The model {check.model_label} of check {check.name!r} is not installed.") from None
+    assert model is not None
+    missing = invalid("entity.key", f"No {check.model_label} with the key {key!r}.")
+    pk_field = model._meta.pk
+    assert pk_field is not None
+    try:
+        value = pk_field.to_python(key)
+    except (DjangoValidationError, ValueError, TypeError):
+        raise missing from None
+    if value is None or not _in_range(pk_field, value):
+        raise missing
+    try:
+        with transaction.atomic():  # a savepoint: a refused lookup must not spoil a caller's transaction
+            instance = model._default_manager.filter(pk=value).first()
+    except (DataError, ValueError, TypeError, OverflowError):
+        raise missing from None
+    if instance is None:
+        raise missing
+    return instance
+
+
+def _in_range(field: models.Field[Any, Any], value: Any) -> bool:
+    """Whether an integer key fits the column (a bigger one cannot exist, and some databases choke)."""
+    target = getattr(field, "target_field", None) or field
+    if not isinstance(value, int):
+        return True
+    try:
+        low, high = connection.ops.integer_field_range(target.get_internal_type())
+    except KeyError:
+        return True
+    return (low is None or value >= low) and (high is None or value <= high)
+
+
+def _first_due(payload: TaskIn) -> tuple[datetime | None, timedelta | None]:
+    if payload.at is not None and payload.delay_seconds is not None:
+        message = "Give either at or delay_seconds, not both."
+        raise ApiError(400, "The request is not valid.", {"at": [message], "delay_seconds": [message]})
+    if payload.at is None and payload.delay_seconds is None:
+        message = "Give at (a time) or delay_seconds (from now)."
+        raise ApiError(400, "The request is not valid.", {"at": [message], "delay_seconds": [message]})
+    if payload.delay_seconds is not None:
+        return None, timedelta(seconds=payload.delay_seconds)
+    return payload.at, None
+
+
+# --- tasks ------------------------------------------------------------------------------------
+
+
+@api.post(
+    "tasks",
+    auth=needs(ADD),
+    response={200: Task, 201: Task, **_errors(400, 401, 403, 409, 503)},
+    tags=["tasks"],
+    operation_id="create_task",
+    summary="Schedule a check for an entity",
+)
+def create_task(request: HttpRequest, payload: TaskIn) -> Any:
+    """201 with the new job; 200 with the pending job when the entity already has one for this
+    check (unchanged, unless ``replace`` moves its due time)."""
+    principal = caller(request)
+    if not principal.allows(payload.check):
+        raise forbidden(f"This token may not act on the check {payload.check!r}.", field="check")
+    check = _registered(payload.check)
+    instance = _entity(check, payload.entity.model, payload.entity.key)
+    at, delay = _first_due(payload)
+    try:
+        job, created = services.schedule_job(
+            instance, check, at=at, delay=delay, workflow=payload.workflow, replace=payload.replace,
+            now=timezone.now(),
+        )
+    except (InvalidTime, OverflowError) as exc:
+        message = str(exc) if isinstance(exc, InvalidTime) else "The time is out of range."
+        raise invalid("at" if at is not None else "delay_seconds", message) from None
+    if created:
+        logger.info("api: job id=%s created check=%s by user=%s", job.pk, check.name, principal.user.pk)
+    return Status(201 if created else 200, task_out(job))
+
+
+@api.get(
+    "tasks",
+    auth=needs(VIEW),
+    response={200: TaskPage, **_errors(400, 401, 403, 503)},
+    tags=["tasks"],
+    operation_id="list_tasks",
+    summary="List pending jobs",
+)
+def list_tasks(request: HttpRequest, filters: Query[TaskFilters]) -> Any:
+    """Live jobs, oldest first (by id), a page at a time: pass ``next_cursor`` as ``cursor``."""
+    queryset = _scoped(FutureJob.objects.all(), caller(request))
+    if filters.state is not None:
+        queryset = queryset.filter(state=filters.state)
+    if filters.check is not None:
+        queryset = queryset.filter(job_exec=filters.check)
+    if filters.workflow is not None:
+        queryset = queryset.filter(workflow=filters.workflow)
+    if filters.entity:
+        queryset = _by_entity(queryset, filters.entity)
+    if filters.cursor:
+        queryset = queryset.filter(pk__gt=_decode_cursor(filters.cursor))
+    rows, next_cursor = _page(queryset.order_by("pk"), filters.limit)
+    return {"items": [task_out(job) for job in rows], "next_cursor": next_cursor}
+
+
+@api.get(
+    "tasks/{job_id}",
+    auth=needs(VIEW),
+    response={200: Task, **_errors(400, 401, 403, 404, 503)},
+    tags=["tasks"],
+    operation_id="get_task",
+    summary="One pending job",
+)
+def get_task(request: HttpRequest, job_id: int) -> Any:
+    return task_out(_job(caller(request), job_id))
+
+
+@api.post(
+    "tasks/{job_id}/pause",
+    auth=needs(CHANGE),
+    response={200: Task, **_errors(400, 401, 403, 404, 409, 503)},
+    tags=["tasks"],
+    operation_id="pause_task",
+    summary="Pause a job",
+)
+def pause_task(request: HttpRequest, job_id: int) -> Any:
+    """A scheduled job is no longer claimed; a running one finishes its run and stays paused.
+    Pausing a paused job changes nothing; a buried job cannot be paused (409)."""
+    job = _job(caller(request), job_id)
+    services.pause(job=job.pk)
+    return task_out(_fresh(job.pk))
+
+
+@api.post(
+    "tasks/{job_id}/release",
+    auth=needs(CHANGE),
+    response={200: Task, **_errors(400, 401, 403, 404, 409, 503)},
+    tags=["tasks"],
+    operation_id="release_task",
+    summary="Release a paused job",
+)
+def release_task(request: HttpRequest, job_id: int) -> Any:
+    """Back to the state it was paused in. Releasing a job that is not paused changes nothing;
+    a buried job cannot be released (409)."""
+    job = _job(caller(request), job_id)
+    services.release(job=job.pk)
+    return task_out(_fresh(job.pk))
+
+
+@api.post(
+    "tasks/{job_id}/run",
+    auth=needs(CHANGE),
+    response={200: Task, **_errors(400, 401, 403, 404, 409, 503)},
+    tags=["tasks"],
+    operation_id="run_task",
+    summary="Make a job due now",
+)
+def run_task(request: HttpRequest, job_id: int) -> Any:
+    """A scheduled or buried job becomes due at once (the next tick runs it); 409 otherwise."""
+    job = _job(caller(request), job_id)
+    return task_out(services.run_now(job.pk))
+
+
+@api.post(
+    "tasks/{job_id}/kill",
+    auth=needs(CHANGE),
+    response={200: KillOut, **_errors(400, 401, 403, 404, 409, 503)},
+    tags=["tasks"],
+    operation_id="kill_task",
+    summary="End a job, with a reason",
+)
+def kill_task(request: HttpRequest, job_id: int, payload: KillIn) -> Any:
+    """The job ends with outcome ``killed``. A job whose run is in flight ends when the run
+    returns (``result: requested``)."""
+    principal = caller(request)
+    job = _job(principal, job_id)
+    result = services.kill(job.pk, payload.reason)
+    logger.info("api: job id=%s kill %s by user=%s", job.pk, result, principal.user.pk)
+    return {"id": job.pk, "result": result}
+
+
+# --- workflows --------------------------------------------------------------------------------
+
+
+def _workflow_caller(request: HttpRequest, name: str) -> Principal:
+    principal = caller(request)
+    if not principal.all_checks:
+        raise forbidden(
+            "A workflow may hold jobs of any check: steering one needs a token allowed all checks."
+        )
+    if not name.strip():
+        raise invalid("name", "Give a workflow name.")
+    return principal
+
+
+@api.post(
+    "workflows/{name}/pause",
+    auth=needs(CHANGE),
+    response={200: WorkflowOut, **_errors(400, 401, 403, 503)},
+    tags=["workflows"],
+    operation_id="pause_workflow",
+    summary="Pause a workflow",
+)
+def pause_workflow(request: HttpRequest, name: Text = Path(..., max_length=200)) -> Any:
+    """Pauses its jobs, and jobs scheduled into it later start paused, until it is released."""
+    _workflow_caller(request, name)
+    changed = services.pause(workflow=name)
+    return {"name": name, "paused": True, "changed": changed}
+
+
+@api.post(
+    "workflows/{name}/release",
+    auth=needs(CHANGE),
+    response={200: WorkflowOut, **_errors(400, 401, 403, 503)},
+    tags=["workflows"],
+    operation_id="release_workflow",
+    summary="Release a workflow",
+)
+def release_workflow(request: HttpRequest, name: Text = Path(..., max_length=200)) -> Any:
+    """Each paused job of the workflow returns to the state it was paused in."""
+    _workflow_caller(request, name)
+    changed = services.release(workflow=name)
+    return {"name": name, "paused": False, "changed": changed}
+
+
+# --- history and health -----------------------------------------------------------------------
+
+
+@api.get(
+    "history",
+    auth=needs(VIEW_HISTORY),
+    response={200: HistoryPage, **_errors(400, 401, 403, 503)},
+    tags=["history"],
+    operation_id="list_history",
+    summary="Jobs that ended",
+)
+def list_history(request: HttpRequest, filters: Query[HistoryFilters]) -> Any:
+    """One row per job that left the live table, newest first, a page at a time."""
+    queryset = _scoped(JobHistory.objects.all(), caller(request))
+    if filters.outcome is not None:
+        queryset = queryset.filter(outcome=filters.outcome)
+    if filters.check is not None:
+        queryset = queryset.filter(job_exec=filters.check)
+    if filters.workflow is not None:
+        queryset = queryset.filter(workflow=filters.workflow)
+    if filters.entity:
+        queryset = _by_entity(queryset, filters.entity)
+    if filters.job_id is not None:
+        queryset = queryset.filter(job_id=filters.job_id)
+    if filters.cursor:
+        queryset = queryset.filter(pk__lt=_decode_cursor(filters.cursor))
+    rows, next_cursor = _page(queryset.order_by("-pk"), filters.limit)
+    return {"items": [history_out(row) for row in rows], "next_cursor": next_cursor}
+
+
+@api.get(
+    "health",
+    auth=needs(VIEW),
+    response={(200, 503): Health, **_errors(401, 403)},
+    tags=["health"],
+    operation_id="health",
+    summary="Database, workers and lateness",
+)
+def health(request: HttpRequest) -> Any:
+    """200 while the database answers (``status`` says whether jobs run late), 503 when not.
+
+    Overdue jobs are counted among the checks the caller may see.
+    """
+    now = timezone.now()
+    try:
+        overdue = _scoped(FutureJob.objects.filter(state=State.SCHEDULED, next_check_at__lt=now), caller(request))
+        count = overdue.count()
+        oldest = overdue.order_by("next_check_at").values_list("next_check_at", flat=True).first()
+        cutoff = now - timedelta(seconds=stale_after_seconds())
+        workers = Worker.objects.filter(stopped_at__isnull=True, heartbeat_at__gte=cutoff).count()
+    except DatabaseError as exc:
+        logger.warning("api: health: database error: %s", exc)
+        return Status(503, {
+            "status": "unavailable", "database": False, "workers_alive": None, "overdue_jobs": None,
+            "oldest_overdue_at": None, "lateness_seconds": None, "checked_at": now,
+        })
+    lateness = (now - oldest).total_seconds() if oldest is not None else None
+    late = lateness is not None and lateness > int(setting("SLOT_MINUTES")) * 60
+    return {
+        "status": "late" if late else "ok",
+        "database": True,
+        "workers_alive": workers,
+        "overdue_jobs": count,
+        "oldest_overdue_at": oldest,
+        "lateness_seconds": lateness,
+        "checked_at": now,
+    }

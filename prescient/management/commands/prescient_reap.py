@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+from django.utils import timezone
+
+from prescient.scheduler import bury_stale
+
+from ._args import aware_datetime
+
+
+class Command(BaseCommand):
+    help = (
+        "Bury jobs whose reservation went stale (their worker is presumed lost), as every tick "
+        "does first. A person then runs them now or kills them."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--now",
+            type=aware_datetime,
+            default=None,
+            help="Judge staleness as if it were this time (ISO 8601 with offset); default: the real time.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        count = bury_stale(options["now"] or timezone.now())
+        self.stdout.write(f"prescient reap: buried={count}")

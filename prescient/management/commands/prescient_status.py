@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from prescient.status import snapshot
+
+from ._args import aware_datetime
+
+
+class Command(BaseCommand):
+    help = "Show counts per state, jobs due now, lateness, live workers and the last slot processed."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="Print one JSON object.")
+        parser.add_argument("--now", type=aware_datetime, default=None, help="As of this time (ISO 8601 with offset).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        status = snapshot(options["now"])
+        if options["json"]:
+            self.stdout.write(json.dumps(status.as_dict(), sort_keys=True))
+            return
+        write = self.stdout.write
+        write("jobs:    " + "  ".join(f"{state}={count}" for state, count in status.states.items()))
+        write(f"due now: {status.due_now}")
+        lateness = "-" if status.oldest_overdue_seconds is None else f"{status.oldest_overdue_seconds:.0f}s"
+        write(f"oldest overdue: {lateness}")
+        write(f"last slot processed: {status.last_slot_at or '-'}")
+        write(f"workers alive: {len(status.workers)}")
+        for w in status.workers:
+            write(
+                f"  {w.name}  host={w.hostname} pid={w.pid} concurrency={w.concurrency} "
+                f"heartbeat {w.heartbeat_age_seconds:.0f}s ago, jobs done {w.jobs_done}"
+            )

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from prescient.worker import WorkerProcess
+
+from ._args import positive_int
+
+
+class Command(BaseCommand):
+    help = (
+        "Run prescient jobs continuously: at every slot boundary, and at once when a job is made "
+        "due now (woken by LISTEN/NOTIFY on PostgreSQL). SIGTERM/SIGINT stop it gracefully."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--concurrency", type=positive_int, default=os.cpu_count() or 1,
+            help="Child processes running checks (default: the number of CPUs).",
+        )
+        parser.add_argument("--once", action="store_true", help="Process what is due now, then exit.")
+        parser.add_argument("--batch-size", type=positive_int, default=None, help="Jobs claimed per batch.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["verbosity"] >= 1 and not logging.getLogger("prescient").handlers and not logging.getLogger().handlers:
+            logging.basicConfig(
+                stream=sys.stderr, level=logging.INFO if options["verbosity"] >= 2 else logging.WARNING,
+                format="%(asctime)s %(levelname)s %(name)s %(message)s",
+            )
+        worker = WorkerProcess(
+            concurrency=options["concurrency"], once=options["once"], batch_size=options["batch_size"]
+        )
+        worker.run()
+        self.stdout.write(worker.summary.line().replace("prescient tick:", "prescient worker:"))

@@ -1,0 +1,79 @@
+"""Wake-ups: PostgreSQL LISTEN/NOTIFY so an idle worker starts work made due now at once.
+
+:func:`notify` is called by the verbs inside their transaction; PostgreSQL delivers the
+notification when (and only if) that transaction commits. Other databases have no such thing:
+the worker polls them instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from django.db import connection
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = "prescient_due"
+
+
+def notify() -> None:
+    """Tell listening workers that a job is due now (no-op outside PostgreSQL)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, '')", [CHANNEL])
+
+
+class Listener:
+    """A dedicated autocommit connection LISTENing on :data:`CHANNEL` (PostgreSQL only)."""
+
+    def __init__(self) -> None:
+        self._conn: Any = None
+
+    @staticmethod
+    def available() -> bool:
+        return connection.vendor == "postgresql"
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        settings = connection.settings_dict
+        params = {
+            "dbname": settings.get("NAME") or "postgres",
+            "user": settings.get("USER") or None,
+            "password": settings.get("PASSWORD") or None,
+            "host": settings.get("HOST") or None,
+            "port": settings.get("PORT") or None,
+        }
+        conn = psycopg.connect(autocommit=True, **{k: v for k, v in params.items() if v})
+        conn.execute(f"LISTEN {CHANNEL}")
+        return conn
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds for a notification; True if one came.
+
+        A broken connection is dropped and the wait falls back to sleeping; the next call
+        reconnects.
+        """
+        deadline = time.monotonic() + max(timeout, 0.0)
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = self._connect()
+            woken = False
+            for _ in self._conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
+                woken = True
+            return woken
+        except Exception as exc:
+            logger.warning("listener connection failed (%s); polling until it is back", exc)
+            self.close()
+            time.sleep(max(0.0, min(1.0, deadline - time.monotonic())))
+            return False
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:
+                pass
+        self._conn = None

@@ -1,0 +1,66 @@
+"""A snapshot of the scheduler's health, shared by ``prescient_status``, the API and the admin."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, Max, Min
+from django.utils import timezone
+
+from .models import FutureJob, Worker
+from .states import State
+from .worker import alive_workers
+
+
+@dataclass
+class WorkerInfo:
+    name: str
+    hostname: str
+    pid: int
+    concurrency: int
+    started_at: str
+    heartbeat_at: str
+    heartbeat_age_seconds: float
+    jobs_done: int
+
+
+@dataclass
+class Status:
+    now: str
+    states: dict[str, int]
+    due_now: int
+    oldest_overdue_seconds: float | None
+    workers: list[WorkerInfo] = field(default_factory=list)
+    last_slot_at: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def snapshot(now: datetime | None = None) -> Status:
+    """Counts per state, jobs due, the oldest overdue job's lateness, live workers, last slot."""
+    now = now or timezone.now()
+    counts = {state.value: 0 for state in State}
+    for row in FutureJob.objects.order_by().values("state").annotate(n=Count("id")):
+        counts[row["state"]] = row["n"]
+    due = FutureJob.objects.due(now).order_by()
+    oldest = due.aggregate(oldest=Min("next_check_at"))["oldest"]
+    workers = [
+        WorkerInfo(
+            name=w.name, hostname=w.hostname, pid=w.pid, concurrency=w.concurrency,
+            started_at=w.started_at.isoformat(), heartbeat_at=w.heartbeat_at.isoformat(),
+            heartbeat_age_seconds=round((now - w.heartbeat_at).total_seconds(), 1), jobs_done=w.jobs_done,
+        )
+        for w in alive_workers(now)
+    ]
+    last_slot = Worker.objects.aggregate(last=Max("last_slot_at"))["last"]
+    return Status(
+        now=now.isoformat(),
+        states=counts,
+        due_now=due.count(),
+        oldest_overdue_seconds=None if oldest is None else round((now - oldest).total_seconds(), 1),
+        workers=workers,
+        last_slot_at=None if last_slot is None else last_slot.isoformat(),
+    )

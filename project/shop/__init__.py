@@ -1,0 +1,1 @@
+"""The demo shop: orders, and the notifications prescient raises about unshipped ones."""

@@ -1,0 +1,194 @@
+"""prescient_pause, prescient_release, prescient_kill and prescient_reap."""
+
+import re
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from prescient.models import FutureJob, JobHistory, Workflow
+from prescient.states import Outcome, State
+from tests.conftest import manage
+
+pytestmark = pytest.mark.django_db
+
+T0_ISO = "2026-11-22T10:00:00+00:00"
+
+
+def run(*args):
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def state_of(job):
+    return FutureJob.objects.get(pk=job.pk).state
+
+
+# --- prescient_pause / prescient_release ------------------------------------------------------
+
+
+def test_pause_and_release_workflow__print_counts(make_job):
+    jobs = [make_job(workflow="w") for _ in range(2)]
+    make_job(workflow="other")
+
+    assert run("prescient_pause", "--workflow", "w") == "Paused workflow 'w': 2 job(s) paused.\n"
+    assert {state_of(job) for job in jobs} == {State.PAUSED}
+    assert Workflow.objects.get(name="w").is_paused
+    assert run("prescient_pause", "--workflow", "w") == "Paused workflow 'w': 0 job(s) paused.\n"
+
+    assert run("prescient_release", "--workflow", "w") == "Released workflow 'w': 2 job(s) released.\n"
+    assert {state_of(job) for job in jobs} == {State.SCHEDULED}
+    assert run("prescient_release", "--workflow", "w") == "Released workflow 'w': 0 job(s) released.\n"
+    assert FutureJob.objects.filter(state=State.SCHEDULED).count() == 3
+
+
+def test_pause_and_release_one_job__by_id(make_job):
+    job = make_job(workflow="w")
+    assert run("prescient_pause", "--id", str(job.pk)) == f"Paused job {job.pk}.\n"
+    assert run("prescient_pause", "--id", str(job.pk)) == f"Job {job.pk} was already paused.\n"
+    assert state_of(job) == State.PAUSED
+    assert run("prescient_release", "--id", str(job.pk)) == f"Released job {job.pk}.\n"
+    assert run("prescient_release", "--id", str(job.pk)) == f"Job {job.pk} was not paused.\n"
+    assert state_of(job) == State.SCHEDULED
+
+
+def test_release_of_a_job_paused_mid_run__puts_it_back_to_running(make_job, t0):
+    job = make_job(state=State.RUNNING, reserved_by="tick:1:x", reserved_at=t0)
+    run("prescient_pause", "--id", str(job.pk))
+    assert FutureJob.objects.filter(pk=job.pk).values_list("state", "last_state").get() == (State.PAUSED, State.RUNNING)
+    run("prescient_release", "--id", str(job.pk))
+    assert state_of(job) == State.RUNNING
+
+
+@pytest.mark.parametrize("command", ["prescient_pause", "prescient_release"])
+def test_pause_and_release__unknown_id_is_a_command_error(db, command):
+    with pytest.raises(CommandError, match=re.escape("No live job with id 4242; it may have finished")):
+        run(command, "--id", "4242")
+
+
+@pytest.mark.parametrize("command", ["prescient_pause", "prescient_release"])
+def test_pause_and_release__refused_transition_is_a_command_error(make_job, command):
+    job = make_job(state=State.BURIED)
+    event = command.removeprefix("prescient_")
+    with pytest.raises(CommandError, match=re.escape(f"Job {job.pk} is buried: '{event}' is not allowed")):
+        run(command, "--id", str(job.pk))
+    assert state_of(job) == State.BURIED
+
+
+@pytest.mark.parametrize("command", ["prescient_pause", "prescient_release"])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "one of the arguments --workflow --id is required"),
+        (("--workflow", "w", "--id", "1"), "argument --id: not allowed with argument --workflow"),
+        (("--id", "zero"), "'zero' must be a whole number > 0"),
+        (("--id", "0"), "'0' must be a whole number > 0"),
+        (("--workflow", "  "), "--workflow needs a name"),
+    ],
+)
+def test_pause_and_release__bad_arguments_are_command_errors(make_job, command, args, message):
+    job = make_job(workflow="w")
+    with pytest.raises(CommandError, match=re.escape(message)):
+        run(command, *args)
+    assert state_of(job) == State.SCHEDULED
+    assert not Workflow.objects.filter(paused_at__isnull=False).exists()
+
+
+# --- prescient_kill -----------------------------------------------------------------------------
+
+
+def test_kill__ends_a_waiting_job_with_its_reason(make_job):
+    job = make_job(state=State.PAUSED, last_state=State.SCHEDULED)
+    assert run("prescient_kill", "--id", str(job.pk), "--reason", "customer left") == f"Killed job {job.pk}.\n"
+    assert not FutureJob.objects.exists()
+    row = JobHistory.objects.get()
+    assert (row.job_id, row.outcome, row.reason) == (job.pk, Outcome.KILLED, "customer left")
+
+
+def test_kill__of_a_running_job_says_it_is_requested(make_job, t0):
+    job = make_job(state=State.RUNNING, reserved_by="tick:1:x", reserved_at=t0)
+    out = run("prescient_kill", "--id", str(job.pk), "--reason", "stuck")
+    assert out.startswith(f"Kill of job {job.pk} requested: its run is in flight;")
+    row = FutureJob.objects.get(pk=job.pk)
+    assert (row.state, row.end_requested, row.end_reason) == (State.RUNNING, Outcome.KILLED, "stuck")
+    assert not JobHistory.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--id", "4242", "--reason", "x"), "No live job with id 4242; it may have finished (see JobHistory)"),
+        (("--id", "{pk}"), "the following arguments are required: --reason"),
+        (("--reason", "x"), "the following arguments are required: --id"),
+        (("--id", "{pk}", "--reason", "   "), "--reason must not be blank"),
+        (("--id", "-3", "--reason", "x"), "'-3' must be a whole number > 0"),
+    ],
+)
+def test_kill__bad_input_is_a_command_error_and_changes_nothing(make_job, args, message):
+    job = make_job()
+    args = [arg.format(pk=job.pk) for arg in args]
+    with pytest.raises(CommandError, match=re.escape(message)):
+        run("prescient_kill", *args)
+    assert state_of(job) == State.SCHEDULED
+    assert not JobHistory.objects.exists()
+
+
+def test_kill__of_a_finished_job_is_a_command_error(make_job):
+    job = make_job()
+    run("prescient_kill", "--id", str(job.pk), "--reason", "first")
+    with pytest.raises(CommandError, match=f"No live job with id {job.pk}"):
+        run("prescient_kill", "--id", str(job.pk), "--reason", "again")
+    assert JobHistory.objects.count() == 1
+
+
+# --- prescient_reap -----------------------------------------------------------------------------
+
+
+def test_reap__buries_stale_reservations_and_prints_the_count(make_job, t0):
+    stale = make_job(state=State.RUNNING, reserved_by="tick:1:lost", reserved_at=t0 - timedelta(minutes=5))
+    fresh = make_job(state=State.RUNNING, reserved_by="tick:2:alive", reserved_at=t0 - timedelta(seconds=30))
+    waiting = make_job(next_check_at=t0 - timedelta(hours=1))
+
+    assert run("prescient_reap", "--now", T0_ISO) == "prescient reap: buried=1\n"
+
+    row = FutureJob.objects.get(pk=stale.pk)
+    assert (row.state, row.reserved_by) == (State.BURIED, "")
+    assert row.last_error.startswith("worker lost: reservation tick:1:lost")
+    assert state_of(fresh) == State.RUNNING
+    assert state_of(waiting) == State.SCHEDULED  # reaping runs nothing
+    assert run("prescient_reap", "--now", T0_ISO) == "prescient reap: buried=0\n"
+
+
+def test_reap__without_now_uses_the_real_time(make_job):
+    now = timezone.now()
+    lost = make_job(state=State.RUNNING, reserved_by="tick:1:lost", reserved_at=now - timedelta(days=1))
+    alive = make_job(state=State.RUNNING, reserved_by="tick:2:alive", reserved_at=now)
+    assert run("prescient_reap") == "prescient reap: buried=1\n"
+    assert (state_of(lost), state_of(alive)) == (State.BURIED, State.RUNNING)
+
+
+@pytest.mark.parametrize(
+    ("now", "message"),
+    [
+        ("yesterday", "'yesterday' is not an ISO 8601 date-time"),
+        ("2026-11-22T10:00:00", "'2026-11-22T10:00:00' has no UTC offset"),
+        ("2026-13-01T10:00:00+00:00", "is not an ISO 8601 date-time"),
+    ],
+)
+def test_reap__bad_now_is_a_command_error(make_job, t0, now, message):
+    job = make_job(state=State.RUNNING, reserved_by="tick:1:lost", reserved_at=t0 - timedelta(days=1))
+    with pytest.raises(CommandError, match=re.escape(message)):
+        run("prescient_reap", "--now", now)
+    assert state_of(job) == State.RUNNING
+
+
+@pytest.mark.slow
+def test_commands__from_the_command_line_exit_non_zero_with_the_reason():
+    process = manage("prescient_kill", "--id", "1")
+    out, err = process.communicate(timeout=60)
+    assert process.returncode != 0
+    assert "the following arguments are required: --reason" in err
+    assert out == ""
