@@ -100,7 +100,9 @@ class WorkerProcess:
         self.pool = Pool(self.concurrency)
         try:
             self._with_db(self._register)
-            assert self.record is not None
+            if self.record is None:  # told to stop before the database answered
+                self.pool.close()
+                return 0
             self.heartbeat = Heartbeat(self.record.pk, self.token, float(setting("WORKER_HEARTBEAT_SECONDS")))
             self.heartbeat.start()
             logger.info("worker %s started, concurrency %s", self.name, self.concurrency)
@@ -123,12 +125,23 @@ class WorkerProcess:
         logger.info("worker %s stopped: %s", self.name, self.summary.line())
         return 0
 
-    def _with_db(self, func: Any, *args: Any) -> Any:
-        """Call ``func`` until the database answers (or the worker is told to stop twice)."""
+    def _with_db(self, func: Any, *args: Any, give_up_after: float | None = None) -> Any:
+        """Call ``func`` until the database answers.
+
+        Without ``give_up_after`` it gives up as soon as the worker is told to stop; with it,
+        after that many seconds (what is left unwritten is then reclaimed by the stale rule).
+        """
+        deadline = None if give_up_after is None else time.monotonic() + give_up_after
         while True:
             try:
                 return func(*args)
             except DB_ERRORS as exc:
+                out_of_time = (deadline is None and self.stopping) or (
+                    deadline is not None and time.monotonic() > deadline
+                )
+                if out_of_time:
+                    logger.error("worker %s: giving up on the database (%s)", self.name, exc)
+                    return None
                 self._db_fault(exc)
 
     def _db_fault(self, exc: Exception) -> None:
@@ -259,9 +272,13 @@ class WorkerProcess:
             self.unsettled.append(scheduler.Decision(job=job, event=Event.HAND_BACK))
         if abandoned:
             logger.warning("worker %s: %s run(s) did not finish within the grace period; handed back", self.name, len(abandoned))
-        self._with_db(self._settle)
+        self._with_db(self._settle, give_up_after=60)
         if self.record is not None:
-            self._with_db(lambda: Worker.objects.filter(pk=self.record.pk).update(stopped_at=now, heartbeat_at=now))
+            record = self.record
+            self._with_db(
+                lambda: Worker.objects.filter(pk=record.pk).update(stopped_at=now, heartbeat_at=now),
+                give_up_after=10,
+            )
 
 
 def alive_workers(now: datetime | None = None) -> list[Worker]:

@@ -1,0 +1,42 @@
+"""The shared shape of prescient_pause and prescient_release: a workflow or one job."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from prescient.exceptions import PrescientError
+
+from ._args import positive_int
+
+
+class SteerCommand(BaseCommand):
+    """Calls ``verb(workflow=…, job=…)`` and reports the count in ``past`` tense."""
+
+    verb: Callable[..., int]
+    past = ""  # "Paused" / "Released"
+    unchanged = ""  # what to say when one job needed no change
+    workflow_help = ""
+    job_help = ""
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        which = parser.add_mutually_exclusive_group(required=True)
+        which.add_argument("--workflow", help=self.workflow_help)
+        which.add_argument("--id", type=positive_int, dest="job_id", metavar="ID", help=self.job_help)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        workflow, job_id = options["workflow"], options["job_id"]
+        if workflow is not None and not workflow.strip():
+            raise CommandError("--workflow needs a name")
+        try:
+            count = type(self).verb(workflow=workflow, job=job_id)
+        except PrescientError as exc:
+            raise CommandError(str(exc)) from exc
+        if workflow is not None:
+            self.stdout.write(f"{self.past} workflow {workflow!r}: {count} job(s) {self.past.lower()}.")
+        elif count:
+            self.stdout.write(f"{self.past} job {job_id}.")
+        else:
+            self.stdout.write(f"Job {job_id} {self.unchanged}.")
