@@ -18,8 +18,11 @@ from django import forms
 from django.apps import apps
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.exceptions import NotRegistered
+from django.contrib.admin.models import LogEntry
 from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
 from django.contrib.admin.utils import quote, unquote
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.db import NotSupportedError
 from django.db.models import Count, Func, IntegerField, Max, Min, Model, OuterRef, Q, QuerySet, Subquery
@@ -193,8 +196,11 @@ def ago(value: datetime | None, now: datetime) -> str:
 
 def can_view(site: admin.AdminSite, request: HttpRequest, model: type[Model]) -> bool:
     """Whether ``request.user`` may see ``model``'s pages on ``site``."""
-    model_admin = site._registry.get(model)
-    return model_admin is not None and model_admin.has_view_or_change_permission(request)
+    try:
+        model_admin = site.get_model_admin(model)
+    except NotRegistered:
+        return False
+    return model_admin.has_view_or_change_permission(request)
 
 
 # --- filters -----------------------------------------------------------------------------------
@@ -328,7 +334,9 @@ def light_date_hierarchy(cl: Any) -> dict[str, Any]:
             ],
         }
     if year:
-        months = range(first.month if first.year == int(year) else 1, (last.month if last.year == int(year) else 12) + 1)
+        first_month = first.month if first.year == int(year) else 1
+        last_month = last.month if last.year == int(year) else 12
+        months = range(first_month, last_month + 1)
         return {
             "show": True,
             "field_name": verbose_name,
@@ -344,7 +352,10 @@ def light_date_hierarchy(cl: Any) -> dict[str, Any]:
     return {
         "show": True,
         "field_name": verbose_name,
-        "choices": [{"link": link({year_field: str(number)}), "title": str(number)} for number in range(first.year, last.year + 1)],
+        "choices": [
+            {"link": link({year_field: str(number)}), "title": str(number)}
+            for number in range(first.year, last.year + 1)
+        ],
     }
 
 
@@ -421,7 +432,7 @@ class FutureJobAdmin(ConsoleListMixin, admin.ModelAdmin):
         (_("Run in flight"), {"fields": ["reserved_at", "reserved_by", "end_requested", "end_reason"]}),
         (_("Errors"), {"fields": ["last_error", "recent_errors_table"]}),
         (_("Dates"), {"fields": ["first_check_at", "created_at"]}),
-        (_("History"), {"fields": ["history_table"]}),
+        (_("History"), {"fields": ["admin_log", "history_table"]}),
     ]
     readonly_fields = [name for _title, options in fieldsets for name in options["fields"]]
 
@@ -514,7 +525,29 @@ class FutureJobAdmin(ConsoleListMixin, admin.ModelAdmin):
             body,
         )
 
-    @admin.display(description=_("history"))
+    @admin.display(description=_("changes in the admin"))
+    def admin_log(self, job: FutureJob) -> str:
+        """What people did to this job here (pause, release, run now, kill), newest first."""
+        entries = list(
+            LogEntry.objects.filter(content_type=ContentType.objects.get_for_model(job), object_id=str(job.pk))
+            .select_related("user")
+            .order_by("-action_time")[:HISTORY_ROWS]
+        )
+        if not entries:
+            return gettext("None yet.")
+        return format_html(
+            "<table><thead><tr><th>{}</th><th>{}</th><th>{}</th></tr></thead><tbody>{}</tbody></table>",
+            gettext("at"),
+            gettext("user"),
+            gettext("change"),
+            format_html_join(
+                "",
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                ((when(entry.action_time), entry.user, entry.get_change_message()) for entry in entries),
+            ),
+        )
+
+    @admin.display(description=_("earlier jobs"))
     def history_table(self, job: FutureJob) -> str:
         """Earlier jobs of the same check for the same entity, newest first."""
         past = JobHistory.objects.filter(
@@ -1021,7 +1054,8 @@ class WorkerAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("last heartbeat"), ordering="heartbeat_at")
     def heartbeat(self, worker: Worker) -> str:
-        return format_html("{}<br><small>{}</small>", when(worker.heartbeat_at), ago(worker.heartbeat_at, timezone.now()))
+        age = ago(worker.heartbeat_at, timezone.now())
+        return format_html("{}<br><small>{}</small>", when(worker.heartbeat_at), age)
 
 
 # --- the dashboard -----------------------------------------------------------------------------
@@ -1231,7 +1265,9 @@ def build_chart(
             drawn = max(value / scale * plot_height, 1.0)
             y -= drawn
             segments.append(
-                Segment(entry.css, _coordinate(x + gap / 2), _coordinate(y), _coordinate(step - gap), _coordinate(drawn))
+                Segment(
+                    entry.css, _coordinate(x + gap / 2), _coordinate(y), _coordinate(step - gap), _coordinate(drawn)
+                )
             )
             parts.append(f"{value} {entry.label}")
         title = "%s–%s: %s" % (
