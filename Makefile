@@ -2,7 +2,8 @@
 #
 #   make demo    set up .venv (newest Python, Django 6) and run the demo on SQLite
 #   make test    the whole suite: SQLite and PostgreSQL, on Django 6 and on Django 5.2 LTS
-#   make bench   benchmarks (PostgreSQL)
+#   make bench   benchmarks on PostgreSQL and SQLite, against raw SQL (about 10 minutes)
+#   make bench-quick   the same with small sizes (under a minute)
 #
 # The browser tests (tests/test_browser.py) use the `browser` extra (Playwright's client) and
 # Debian's chromium: `make test` installs chromium when it is missing and this is root.
@@ -13,7 +14,7 @@ VENV52 ?= .venv-django52
 PG_URL ?= postgres://postgres@127.0.0.1:5432/prescient
 STAMP = .tmp/.installed-$(notdir $(1))
 
-.PHONY: demo test test-fast test-django6 test-django52 setup setup52 postgres chromium lint clean
+.PHONY: demo test test-fast test-django6 test-django52 setup setup52 postgres chromium lint clean bench bench-quick
 
 $(call STAMP,$(VENV)): pyproject.toml
 	@mkdir -p .tmp
@@ -53,6 +54,14 @@ test: setup setup52 postgres chromium
 # Django 6 on SQLite and PostgreSQL only: the quick loop while developing.
 test-fast: setup postgres chromium
 	scripts/run-tests $(VENV)
+
+# Benchmarks: a scratch database (prescient_bench, created and dropped; BENCH_DATABASE_URL
+# overrides it), a table on stdout, bench/results.json. See README, Performance.
+bench: setup postgres
+	$(VENV)/bin/python -m bench
+
+bench-quick: setup postgres
+	$(VENV)/bin/python -m bench --quick
 
 lint: setup
 	$(VENV)/bin/python manage.py check

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         release,
         run_now,
         schedule,
+        schedule_many,
         sleep,
     )
 
@@ -41,6 +42,7 @@ __version__ = "0.1.0"
 # so they are loaded on first use.
 _LAZY = {
     "schedule": "services",
+    "schedule_many": "services",
     "cancel": "services",
     "pause": "services",
     "release": "services",
@@ -69,6 +71,7 @@ __all__ = [
     "release",
     "run_now",
     "schedule",
+    "schedule_many",
     "sleep",
     "tick",
 ]

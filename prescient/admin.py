@@ -43,7 +43,7 @@ from . import services, slots
 from .conf import setting, stale_after_seconds
 from .exceptions import InvalidTransition, UnknownCheck
 from .models import FutureJob, JobHistory, Worker, Workflow
-from .registry import get_check, registered
+from .registry import TASK_ENTITY, get_check, registered
 from .states import Outcome, State
 from .status import snapshot
 
@@ -97,6 +97,25 @@ def when(value: datetime | None) -> str:
     if value is None:
         return "-"
     return str(formats.localize(timezone.template_localtime(value)))
+
+
+def task_arguments(row: FutureJob | JobHistory) -> str:
+    """A django.tasks job's call, e.g. ``add(4, 5, name='x')``, its arguments shortened."""
+    payload = row.payload if isinstance(row.payload, dict) else {}
+    args = [repr(value) for value in payload.get("args", [])]
+    args += [f"{key}={value!r}" for key, value in (payload.get("kwargs") or {}).items()]
+    text = ", ".join(args)
+    if len(text) > 120:
+        text = text[:119] + "…"
+    return f"{row.job_exec.removeprefix('task:').rpartition('.')[2]}({text})"
+
+
+def task_summary(row: FutureJob | JobHistory) -> str:
+    """What the entity cell shows for a django.tasks job: its queue, priority and call."""
+    return format_html(
+        "{}<br><small>{}</small>", task_arguments(row),
+        gettext("task · queue %(queue)s · priority %(priority)s") % {"queue": row.queue, "priority": row.priority},
+    )
 
 
 def entity_link(site: admin.AdminSite, entity_name: str, entity_key: str) -> str:
@@ -432,6 +451,7 @@ class FutureJobAdmin(ConsoleListMixin, admin.ModelAdmin):
         (_("Run in flight"), {"fields": ["reserved_at", "reserved_by", "end_requested", "end_reason"]}),
         (_("Errors"), {"fields": ["last_error", "recent_errors_table"]}),
         (_("Dates"), {"fields": ["first_check_at", "created_at"]}),
+        (_("Task (django.tasks)"), {"fields": ["queue", "priority", "payload"], "classes": ["collapse"]}),
         (_("History"), {"fields": ["admin_log", "history_table"]}),
     ]
     readonly_fields = [name for _title, options in fieldsets for name in options["fields"]]
@@ -477,6 +497,8 @@ class FutureJobAdmin(ConsoleListMixin, admin.ModelAdmin):
 
     @admin.display(description=_("entity"), ordering="entity_key")
     def entity(self, job: FutureJob) -> str:
+        if job.entity_name == TASK_ENTITY:
+            return task_summary(job)
         return entity_link(self.admin_site, job.entity_name, job.entity_key)
 
     @admin.display(description=_("state"), ordering="state")
@@ -759,6 +781,7 @@ class JobHistoryAdmin(ConsoleListMixin, admin.ModelAdmin):
         (_("Counters"), {"fields": ["check_count", "run_count", "failure_count", "run_time", "time_per_run"]}),
         (_("Dates"), {"fields": ["created_at", "first_check_at", "finished_at", "lifetime"]}),
         (_("Job"), {"fields": ["job_id"]}),
+        (_("Task (django.tasks)"), {"fields": ["queue", "priority", "payload", "return_value", "errors"], "classes": ["collapse"]}),
     ]
     readonly_fields = [name for _title, options in fieldsets for name in options["fields"]]
 
@@ -774,7 +797,14 @@ class JobHistoryAdmin(ConsoleListMixin, admin.ModelAdmin):
 
     @admin.display(description=_("entity"), ordering="entity_key")
     def entity(self, row: JobHistory) -> str:
+        if row.entity_name == TASK_ENTITY:
+            return task_summary(row)
         return entity_link(self.admin_site, row.entity_name, row.entity_key)
+
+    @admin.display(description=_("return value"))
+    def return_value(self, row: JobHistory) -> str:
+        payload = row.payload if isinstance(row.payload, dict) else {}
+        return repr(payload["return_value"]) if "return_value" in payload else "-"
 
     @admin.display(description=_("outcome"), ordering="outcome")
     def outcome_badge(self, row: JobHistory) -> SafeString:

@@ -47,6 +47,13 @@ class InvalidTransition(PrescientError):
         super().__init__(message)
 
 
+class RunFailed(PrescientError):
+    """A run that failed outside its own code: its process died or its worker was lost.
+
+    Named in the errors of a django.tasks result when no exception of the task's own is known.
+    """
+
+
 class CheckTimeout(BaseException):
     """Raised inside a check that ran past its timeout.
 

@@ -57,6 +57,12 @@ class FutureJob(models.Model):
     )
     end_reason = models.TextField(_("end reason"), blank=True, default="")
     created_at = models.DateTimeField(_("created at"), editable=False)
+    # django.tasks jobs (see prescient.tasks); checks leave these at their defaults.
+    # Database defaults too: rows written without these columns (raw SQL, older code during a
+    # rolling deploy) are checks.
+    queue = models.CharField(_("queue"), max_length=100, blank=True, default="", db_default="")
+    priority = models.SmallIntegerField(_("priority"), default=0, db_default=0)
+    payload = models.JSONField(_("payload"), null=True, blank=True, help_text=_("A task's arguments and attempts."))
 
     objects = FutureJobQuerySet.as_manager()
 
@@ -76,6 +82,10 @@ class FutureJob(models.Model):
             ),
             models.Index(fields=["reserved_at"], name="prescient_job_in_flight", condition=~Q(reserved_by="")),
             models.Index(fields=["workflow", "state"], name="prescient_job_workflow"),
+            models.Index(
+                fields=["queue", "-priority", "next_check_at", "id"], name="prescient_task_due",
+                condition=Q(state=State.SCHEDULED) & ~Q(queue=""),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -104,6 +114,12 @@ class JobHistory(models.Model):
     finished_at = models.DateTimeField(_("finished at"))
     last_error = models.TextField(_("last error"), blank=True, default="")
     reason = models.TextField(_("reason"), blank=True, default="")
+    # Database defaults too: rows written without these columns (raw SQL, older code during a
+    # rolling deploy) are checks.
+    queue = models.CharField(_("queue"), max_length=100, blank=True, default="", db_default="")
+    priority = models.SmallIntegerField(_("priority"), default=0, db_default=0)
+    payload = models.JSONField(_("payload"), null=True, blank=True, help_text=_("A task's arguments, attempts and return value."))
+    errors = models.JSONField(_("errors"), default=list, blank=True, help_text=_("The job's recent errors when it ended."))
 
     class Meta:
         verbose_name = _("job history")
@@ -137,6 +153,10 @@ class JobHistory(models.Model):
             "finished_at": finished_at,
             "last_error": job.last_error,
             "reason": job.end_reason,
+            "queue": job.queue,
+            "priority": job.priority,
+            "payload": job.payload,
+            "errors": job.recent_errors,
         }
         fields.update(extra)
         return cls(**fields)

@@ -61,6 +61,9 @@ class Check:
 
 _registry: dict[str, Check] = {}
 
+#: The ``entity_name`` of django.tasks jobs (:mod:`prescient.tasks`): they are about no entity.
+TASK_ENTITY = "prescient.task"
+
 
 def _model_label(model: str | type[models.Model] | None) -> str | None:
     if model is None:
@@ -138,6 +141,11 @@ def registered() -> Iterator[Check]:
     """Every registered check, by name."""
     for name in sorted(_registry):
         yield _registry[name]
+
+
+def add(entry: Check) -> None:
+    """Register a ready-made Check under its name, replacing any (used by :mod:`prescient.tasks`)."""
+    _registry[entry.name] = entry
 
 
 def unregister(name: str) -> None:

@@ -12,6 +12,7 @@ import logging
 import signal
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
@@ -32,6 +33,9 @@ class RunResult:
     error: str = ""
     seconds: float = 0.0
     timed_out: bool = False
+    #: For a run that raised: the dotted path of the exception's class and its traceback.
+    exception_path: str = ""
+    traceback: str = ""
 
     @property
     def failed(self) -> bool:
@@ -97,6 +101,8 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
     except Exception as exc:  # a check may raise anything; it is a failed run, not a crash
         logger.exception("check %s raised", label)
         result.error = describe(exc)
+        result.exception_path = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        result.traceback = "".join(traceback.format_exception(exc))
     finally:
         if alarm:
             signal.signal(signal.SIGALRM, previous)

@@ -9,6 +9,7 @@ A tick is sweeps until nothing due is left.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import time
@@ -17,18 +18,21 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+from typing import Any
 
 from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.db import connection, models, transaction
+from django.db.models import F
 from django.utils import timezone
 
-from . import runner, slots, states
+from . import bulk, runner, slots, states
 from .conf import setting, stale_after_seconds
 from .errors import get_handler
 from .exceptions import InvalidTransition, PrescientError
 from .models import FutureJob, JobHistory
-from .registry import Check, get_check
+from .registry import TASK_ENTITY, Check, get_check
 from .states import END, Event, Outcome, State
 
 logger = logging.getLogger(__name__)
@@ -78,9 +82,25 @@ def new_token(kind: str = "tick") -> str:
 # --- claim -----------------------------------------------------------------------------------
 
 
-def claim(now: datetime, limit: int, token: str) -> list[FutureJob]:
-    """Mark up to ``limit`` due jobs ``running`` under ``token`` and return them, oldest first."""
-    due = FutureJob.objects.due(now).order_by("next_check_at", "id")
+def _due_order(now: datetime, queues: list[str] | None) -> models.QuerySet[FutureJob]:
+    """Due jobs in claim order: oldest first; of ``queues`` only, by priority then age, if given."""
+    if queues is None:
+        return FutureJob.objects.due(now).order_by("next_check_at", "id")
+    return FutureJob.objects.due(now).filter(queue__in=queues).order_by("-priority", "next_check_at", "id")
+
+
+def claim(now: datetime, limit: int, token: str, queues: list[str] | None = None) -> list[FutureJob]:
+    """Mark up to ``limit`` due jobs ``running`` under ``token`` and return them, oldest first.
+
+    ``queues``: only jobs of these queues (``""`` is the queue of checks), highest priority
+    first (django.tasks workers started with ``--queue``).
+
+    On PostgreSQL this is one statement (pick with ``FOR UPDATE SKIP LOCKED``, update, return
+    the rows); elsewhere a guarded update of the picked ids, then a read of what it took.
+    """
+    if connection.vendor == "postgresql":
+        return _claim_returning(now, limit, token, queues)
+    due = _due_order(now, queues)
     if connection.features.has_select_for_update_skip_locked:
         due = due.select_for_update(skip_locked=True)
     with transaction.atomic():
@@ -95,7 +115,32 @@ def claim(now: datetime, limit: int, token: str) -> list[FutureJob]:
         )
     if not claimed:
         return []
-    return list(FutureJob.objects.filter(reserved_by=token).order_by("next_check_at", "id"))
+    return list(FutureJob.objects.filter(reserved_by=token).order_by(*_due_order(now, queues).query.order_by))
+
+
+def _claim_returning(now: datetime, limit: int, token: str, queues: list[str] | None = None) -> list[FutureJob]:
+    # The picked ids are a MATERIALIZED CTE, evaluated exactly once: a plain ``IN (sub-select)``
+    # may be re-run by PostgreSQL for each row it updates, each run skipping the rows already
+    # locked, and so claim far more than ``limit`` jobs.
+    pick_sql, pick_params = (
+        _due_order(now, queues).values("pk")[:limit].query.sql_with_params()
+    )
+    meta = FutureJob._meta
+    qn = connection.ops.quote_name
+    table = qn(meta.db_table)
+    columns = ", ".join(f"{table}.{qn(f.column)}" for f in meta.concrete_fields)
+    sql = (
+        f"WITH picked (pk) AS MATERIALIZED ({pick_sql} FOR UPDATE SKIP LOCKED) "
+        f"UPDATE {table} SET {qn('state')} = %s, {qn('reserved_at')} = %s, {qn('reserved_by')} = %s "
+        f"FROM picked WHERE {table}.{qn(meta.pk.column)} = picked.pk AND {table}.{qn('state')} = %s "
+        f"RETURNING {columns}"
+    )
+    params = [*pick_params, State.RUNNING.value, now, token, State.SCHEDULED.value]
+    jobs = list(FutureJob.objects.raw(sql, params))
+    jobs.sort(key=lambda job: (job.next_check_at, job.pk))
+    if queues is not None:
+        jobs.sort(key=lambda job: -job.priority)  # stable: by priority, then as above
+    return jobs
 
 
 def _stale(cutoff: datetime) -> models.QuerySet[FutureJob]:
@@ -112,12 +157,46 @@ def survey(now: datetime) -> tuple[bool, bool]:
     This is all an idle tick costs, however many jobs are pending.
     """
     cutoff = now - timedelta(seconds=stale_after_seconds())
-    due_sql, due_params = FutureJob.objects.due(now).order_by().values("pk")[:1].query.sql_with_params()
-    stale_sql, stale_params = _stale(cutoff).values("pk")[:1].query.sql_with_params()
+    sql, params = _survey_statement(now, cutoff)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT EXISTS({due_sql}), EXISTS({stale_sql})", [*due_params, *stale_params])
+        cursor.execute(sql, params)
         row = cursor.fetchone()
     return bool(row[0]), bool(row[1])
+
+
+def _survey_sql(now: datetime, cutoff: datetime) -> tuple[str, list[Any]]:
+    due_sql, due_params = FutureJob.objects.due(now).order_by().values("pk")[:1].query.sql_with_params()
+    # Any old reservation, whatever its state: a superset of _stale() that PostgreSQL plans in
+    # half the time (planning is most of what this query costs); bury_stale() sorts them out.
+    stale = FutureJob.objects.in_flight().filter(reserved_at__lt=cutoff).order_by()
+    stale_sql, stale_params = stale.values("pk")[:1].query.sql_with_params()
+    return f"SELECT EXISTS({due_sql}), EXISTS({stale_sql})", [*due_params, *stale_params]
+
+
+#: Two instants no caller passes, to find where ``now`` and the cutoff go among the parameters.
+_NOW_MARK = datetime(1999, 12, 31, 23, 59, 58, 123457, tzinfo=dt_timezone.utc)
+_CUTOFF_MARK = datetime(1999, 12, 31, 23, 59, 59, 654321, tzinfo=dt_timezone.utc)
+_survey_cache: dict[tuple[str, str], tuple[str, list[Any], int, int]] = {}
+
+
+def _survey_statement(now: datetime, cutoff: datetime) -> tuple[str, list[Any]]:
+    """The survey's SQL, compiled by the ORM once per connection (compiling cost more than
+    running it), with ``now`` and ``cutoff`` put in place."""
+    due_field, stale_field = FutureJob._meta.get_field("next_check_at"), FutureJob._meta.get_field("reserved_at")
+    key = (connection.alias, connection.vendor)
+    cached = _survey_cache.get(key)
+    if cached is None:
+        sql, params = _survey_sql(_NOW_MARK, _CUTOFF_MARK)
+        now_at = [i for i, p in enumerate(params) if p == due_field.get_db_prep_value(_NOW_MARK, connection)]
+        cut_at = [i for i, p in enumerate(params) if p == stale_field.get_db_prep_value(_CUTOFF_MARK, connection)]
+        if len(now_at) != 1 or len(cut_at) != 1:  # not the shape expected: compile every time
+            return _survey_sql(now, cutoff)
+        cached = _survey_cache[key] = (sql, params, now_at[0], cut_at[0])
+    sql, params, now_at, cut_at = cached
+    params = list(params)
+    params[now_at] = due_field.get_db_prep_value(now, connection)
+    params[cut_at] = stale_field.get_db_prep_value(cutoff, connection)
+    return sql, params
 
 
 #: Reservations made by prescient_worker start with this; a worker renews its leases while it
@@ -128,6 +207,10 @@ WORKER_TOKEN_PREFIX = "worker:"
 def _reclaim(job: FutureJob, now: datetime) -> None:
     """A dead worker's claim: counted as a failed run and due again at once (or failed)."""
     job.failure_count += 1
+    if job.entity_name == TASK_ENTITY:
+        from .tasks import note_lost_attempt
+
+        note_lost_attempt(job, now)
     check = None
     try:
         check = get_check(job.job_exec)
@@ -192,7 +275,10 @@ def bury_stale(now: datetime) -> int:
 
 
 def load_entities(jobs: Iterable[FutureJob]) -> dict[tuple[str, str], models.Model]:
-    """The entities of ``jobs``, fetched with one query per model. Missing ones are absent."""
+    """The entities of ``jobs``, fetched with one query per model. Missing ones are absent.
+
+    Each model's default manager is used, so a manager that hides rows hides their entities.
+    """
     keys: dict[str, set[str]] = defaultdict(set)
     for job in jobs:
         keys[job.entity_name].add(job.entity_key)
@@ -202,20 +288,17 @@ def load_entities(jobs: Iterable[FutureJob]) -> dict[tuple[str, str], models.Mod
             model = apps.get_model(name)
         except (LookupError, ValueError):
             continue  # reported per job by run_one
-        manager = model._default_manager
-        try:
-            objects = manager.in_bulk(list(wanted))
-        except (ValueError, TypeError, ValidationError):
-            objects = {}
-            for key in wanted:  # one bad key must not hide the good ones
-                try:
-                    obj = manager.filter(pk=key).first()
-                except (ValueError, TypeError, ValidationError):
-                    obj = None
-                if obj is not None:
-                    objects[obj.pk] = obj
-        for pk, obj in objects.items():
-            found[(name, str(pk))] = obj
+        pk = model._meta.pk
+        assert pk is not None
+        values = []
+        for key in wanted:
+            try:
+                values.append(pk.to_python(key))
+            except (ValueError, TypeError, ValidationError):
+                continue  # cannot be a key of this model: the entity is missing
+        for chunk in bulk.chunks(values, 500):
+            for obj in model._default_manager.filter(bulk.AnyOf(F("pk"), chunk)):
+                found[(name, str(obj.pk))] = obj
     return found
 
 
@@ -283,7 +366,12 @@ def failed_run(job: FutureJob, error: str, now: datetime, seconds: float = 0.0) 
         check: Check | None = get_check(job.job_exec)
     except PrescientError:
         check = None
-    return _failure(Decision(job=job, event=Event.FINISH, seconds=seconds, ran=True), check, error, now)
+    decision = _failure(Decision(job=job, event=Event.FINISH, seconds=seconds, ran=True), check, error, now)
+    if job.entity_name == TASK_ENTITY:
+        from .tasks import after_failed_run
+
+        after_failed_run(decision, check, now)
+    return decision
 
 
 def run_one(job: FutureJob, entities: dict[tuple[str, str], models.Model], now: datetime) -> Decision:
@@ -292,6 +380,10 @@ def run_one(job: FutureJob, entities: dict[tuple[str, str], models.Model], now: 
         check = get_check(job.job_exec)
     except PrescientError as exc:
         return _failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now)
+    if "task" in check.options:
+        from .tasks import run_task  # a django.tasks job: about no entity
+
+        return run_task(job, check, now)
     try:
         apps.get_model(job.entity_name)
     except (LookupError, ValueError) as exc:
@@ -308,7 +400,7 @@ def run_one(job: FutureJob, entities: dict[tuple[str, str], models.Model], now: 
 
 _SETTLE_FIELDS = [
     "state", "last_state", "next_check_at", "check_count", "run_count", "failure_count",
-    "total_run_seconds", "last_error", "recent_errors", "reserved_at", "reserved_by",
+    "total_run_seconds", "last_error", "recent_errors", "reserved_at", "reserved_by", "payload",
 ]
 
 
@@ -321,58 +413,133 @@ def settle(decisions: list[Decision], token: str, now: datetime, summary: TickSu
     if not decisions:
         return
     with transaction.atomic():
-        current = {
-            job.pk: job
-            for job in FutureJob.objects.select_for_update().filter(
-                pk__in=[d.job.pk for d in decisions], reserved_by=token
-            )
-        }
-        ended: list[int] = []
-        history: list[JobHistory] = []
-        updated: list[FutureJob] = []
-        for decision in decisions:
-            job = current.get(decision.job.pk)
-            if job is None:
-                summary.counts[DISCARDED] += 1
-                logger.warning("job id=%s lost its reservation during the run; result discarded", decision.job.pk)
-                continue
-            ran = decision.job  # carries the counters updated by the run
-            job.failure_count = ran.failure_count
-            job.last_error = ran.last_error
-            job.recent_errors = ran.recent_errors
-            if decision.ran:
-                job.run_count += 1
-                job.total_run_seconds += decision.seconds
-            event, outcome = decision.event, decision.outcome
-            if job.end_requested:
-                event, outcome = Event.FINISH, job.end_requested
+        rest = _settle_guarded(decisions, token, now, summary) if connection.vendor == "postgresql" else decisions
+        if rest:
+            _settle_locked(rest, token, now, summary)
+
+
+def _count_run(job: FutureJob, decision: Decision) -> None:
+    """Carry what the run changed (``decision.job``) over to ``job``."""
+    ran = decision.job
+    job.failure_count = ran.failure_count
+    job.last_error = ran.last_error
+    job.recent_errors = ran.recent_errors
+    job.payload = ran.payload  # a task's attempts and return value
+    if decision.ran:
+        job.run_count += 1
+        job.total_run_seconds += decision.seconds
+
+
+def _settle_guarded(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> list[Decision]:
+    """Settle the common case without reading the rows first; return what it could not settle.
+
+    A job whose run ends, is re-scheduled or retried, still ``running`` under ``token`` with
+    no end requested (as it was claimed) moves as the transition table says for ``running``:
+    one ``DELETE … RETURNING`` (its history row is made from the row deleted) and one
+    ``UPDATE`` for the rest, each guarded by those same conditions. A job the guard turns away
+    (paused, killed or buried meanwhile) is settled by :func:`_settle_locked`.
+    """
+    finishing: dict[int, Decision] = {}
+    moving: list[tuple[FutureJob, Decision]] = []
+    rest: list[Decision] = []
+    for decision in decisions:
+        job = decision.job
+        fast = (
+            decision.event in (Event.FINISH, Event.RESCHEDULE, Event.RETRY)
+            and job.state == State.RUNNING and job.reserved_by == token and not job.end_requested
+        )
+        to = None
+        if fast:
             try:
-                to = states.target(job, event)
-            except InvalidTransition as exc:  # a row in a state no run should meet: leave it be
-                summary.counts[DISCARDED] += 1
-                logger.error("job id=%s result discarded: %s", job.pk, exc)
+                to = states.target(job, decision.event)
+            except InvalidTransition:
+                pass  # _settle_locked reports it
+        if to == END:
+            finishing[job.pk] = decision
+        elif to == State.SCHEDULED:
+            moved = copy.copy(job)
+            _count_run(moved, decision)
+            moved.next_check_at = decision.next_check_at
+            if decision.event == Event.RESCHEDULE:
+                moved.check_count += 1
+            moved.state, moved.last_state = State.SCHEDULED, ""
+            moved.reserved_by, moved.reserved_at = "", None
+            moving.append((moved, decision))
+        else:
+            rest.append(decision)
+    guard = {"reserved_by": token, "state": State.RUNNING.value, "end_requested": ""}
+    if finishing:
+        history: list[JobHistory] = []
+        for job in bulk.delete_returning(FutureJob, list(finishing), guard):
+            decision = finishing.pop(job.pk)
+            _count_run(job, decision)
+            history.append(JobHistory.from_job(job, decision.outcome, now))
+            summary.counts[decision.outcome] += 1
+            _log_finished(job, decision.outcome, decision)
+        fields = bulk.insert_fields(JobHistory)
+        bulk.insert_rows(JobHistory, bulk.prep_all(history, fields, add=True), fields)
+        rest.extend(finishing.values())
+    if moving:
+        hit = set(bulk.update_rows(FutureJob, [job for job, _ in moving], _SETTLE_FIELDS, guard=guard))
+        for job, decision in moving:
+            if job.pk not in hit:
+                rest.append(decision)
                 continue
-            if to == END:
-                ended.append(job.pk)
-                history.append(JobHistory.from_job(job, outcome, now))
-                summary.counts[outcome] += 1
-                _log_finished(job, outcome, decision)
-                continue
-            if event in (Event.RESCHEDULE, Event.RETRY):
-                job.next_check_at = decision.next_check_at
-            if event == Event.RESCHEDULE:
-                job.check_count += 1
-            summary.counts[_SUMMARY_KEY[event]] += 1
-            job.last_state = State.SCHEDULED if to == State.PAUSED else ""
-            job.state = to
-            job.reserved_by, job.reserved_at = "", None
-            updated.append(job)
-            _log_finished(job, event, decision)
-        if history:
-            JobHistory.objects.bulk_create(history)
-            FutureJob.objects.filter(pk__in=ended).delete()
-        if updated:
-            FutureJob.objects.bulk_update(updated, _SETTLE_FIELDS)
+            summary.counts[_SUMMARY_KEY[decision.event]] += 1
+            _log_finished(job, _SUMMARY_KEY[decision.event], decision)
+    return rest
+
+
+def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
+    """Settle each decision against its row as it is now, read and locked (call in a transaction)."""
+    current = _lock_reserved([d.job.pk for d in decisions], token)
+    ended: list[int] = []
+    history: list[JobHistory] = []
+    updated: list[FutureJob] = []
+    for decision in decisions:
+        job = current.get(decision.job.pk)
+        if job is None:
+            summary.counts[DISCARDED] += 1
+            logger.warning("job id=%s lost its reservation during the run; result discarded", decision.job.pk)
+            continue
+        _count_run(job, decision)
+        event, outcome = decision.event, decision.outcome
+        if job.end_requested:
+            event, outcome = Event.FINISH, job.end_requested
+        try:
+            to = states.target(job, event)
+        except InvalidTransition as exc:  # a row in a state no run should meet: leave it be
+            summary.counts[DISCARDED] += 1
+            logger.error("job id=%s result discarded: %s", job.pk, exc)
+            continue
+        if to == END:
+            ended.append(job.pk)
+            history.append(JobHistory.from_job(job, outcome, now))
+            summary.counts[outcome] += 1
+            _log_finished(job, outcome, decision)
+            continue
+        if event in (Event.RESCHEDULE, Event.RETRY):
+            job.next_check_at = decision.next_check_at
+        if event == Event.RESCHEDULE:
+            job.check_count += 1
+        summary.counts[_SUMMARY_KEY[event]] += 1
+        job.last_state = State.SCHEDULED if to == State.PAUSED else ""
+        job.state = to
+        job.reserved_by, job.reserved_at = "", None
+        updated.append(job)
+        _log_finished(job, _SUMMARY_KEY[event], decision)
+    if history:
+        fields = bulk.insert_fields(JobHistory)
+        bulk.insert_rows(JobHistory, bulk.prep_all(history, fields, add=True), fields)
+        bulk.delete_rows(FutureJob, ended)
+    if updated:
+        bulk.update_rows(FutureJob, updated, _SETTLE_FIELDS)
+
+
+def _lock_reserved(pks: list[int], token: str) -> dict[int, FutureJob]:
+    """The jobs among ``pks`` still reserved under ``token``, locked until the transaction ends."""
+    rows = FutureJob.objects.select_for_update().filter(bulk.AnyOf(F("pk"), pks), reserved_by=token)
+    return {job.pk: job for job in rows.order_by()}
 
 
 def _log_finished(job: FutureJob, what: str, decision: Decision) -> None:

@@ -6,8 +6,9 @@ locked (``SELECT … FOR UPDATE`` on PostgreSQL; SQLite serialises writers).
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,7 +17,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Coalesce, NullIf
 from django.utils import timezone
 
-from . import slots, states
+from . import bulk, slots, states
 from .conf import setting
 from .exceptions import InvalidEntity, InvalidTime, PrescientError
 from .models import FutureJob, JobHistory, Workflow
@@ -160,19 +161,23 @@ def schedule_job(
     first = due_time(entry, now, at, delay)
     workflow = workflow or ""
     key = {"entity_name": entity_name, "entity_key": entity_key, "job_exec": entry.name}
+    if not workflow and not replace and _can_insert_returning():
+        # The common case in one statement (so, in autocommit mode, one round trip).
+        job = _new_job(key, "", False, first, now)
+        if _insert_jobs([job], returning=True):
+            logger.debug("job id=%s scheduled %s at %s", job.pk, entry.name, first.isoformat())
+            if first <= now:
+                notify()  # due already: wake a worker rather than wait for the next slot
+            return job, True
+        existing = FutureJob.objects.filter(**key).first()
+        if existing is not None:
+            return existing, False
+        # It ended between the two statements: schedule it afresh below.
     with transaction.atomic():
         existing = FutureJob.objects.select_for_update().filter(**key).first()
         if existing is None:
             paused = bool(workflow) and _workflow_paused(workflow)
-            job = FutureJob(
-                **key,
-                workflow=workflow,
-                state=State.PAUSED if paused else State.SCHEDULED,
-                last_state=State.SCHEDULED if paused else "",
-                first_check_at=first,
-                next_check_at=first,
-                created_at=now,
-            )
+            job = _new_job(key, workflow, paused, first, now)
             try:
                 with transaction.atomic():
                     job.save(force_insert=True)
@@ -188,6 +193,59 @@ def schedule_job(
         if replace and existing.next_check_at != first:
             _set_due(existing, Event.SLEEP, first)
         return existing, False
+
+
+def _new_job(key: dict[str, str], workflow: str, paused: bool, first: datetime, now: datetime) -> FutureJob:
+    return FutureJob(
+        **key,
+        workflow=workflow,
+        state=State.PAUSED if paused else State.SCHEDULED,
+        last_state=State.SCHEDULED if paused else "",
+        first_check_at=first,
+        next_check_at=first,
+        created_at=now,
+    )
+
+
+#: The unique constraint that keeps one pending job per (entity, check).
+ONE_PENDING_JOB = "prescient_one_pending_job"
+
+
+def _can_insert_returning() -> bool:
+    """Whether ``INSERT … ON CONFLICT (…) DO NOTHING RETURNING`` works (PostgreSQL, SQLite 3.35+)."""
+    features = connection.features
+    return bool(features.can_return_columns_from_insert and features.supports_update_conflicts_with_target)
+
+
+@functools.cache
+def _one_pending_job_columns() -> tuple[str, ...]:
+    unique = next(c for c in FutureJob._meta.constraints if getattr(c, "name", "") == ONE_PENDING_JOB)
+    return tuple(FutureJob._meta.get_field(name).column for name in unique.fields)  # type: ignore[attr-defined,union-attr]
+
+
+def _insert_jobs(jobs: list[FutureJob], *, returning: bool) -> int:
+    """Insert ``jobs`` in one statement, skipping any that already has a pending job.
+
+    Returns how many were written; with ``returning`` (a single job), also sets its pk.
+    """
+    meta = FutureJob._meta
+    conflict = _one_pending_job_columns()
+    fields = bulk.insert_fields(FutureJob)
+    rows = bulk.prep_all(jobs, fields, add=True)
+    if not _can_insert_returning():
+        # Without RETURNING (older SQLite) the rows written are counted instead.
+        before = FutureJob.objects.count()
+        bulk.insert_rows(FutureJob, rows, fields, skip_conflicts_on=conflict)
+        return FutureJob.objects.count() - before
+    pk = meta.pk
+    assert pk is not None
+    pks = bulk.insert_rows(FutureJob, rows, fields, skip_conflicts_on=conflict, returning=pk.column)
+    if returning and pks:
+        job = jobs[0]
+        job.pk = pks[0]
+        job._state.adding = False
+        job._state.db = connection.alias
+    return len(pks)
 
 
 def schedule(
@@ -210,6 +268,82 @@ def schedule(
     return schedule_job(
         entity, check, at=at, delay=delay, workflow=workflow, replace=replace, now=now
     )[0]
+
+
+def schedule_many(
+    entities: models.QuerySet[Any] | Iterable[models.Model],
+    check: CheckRef,
+    *,
+    at: datetime | None = None,
+    delay: timedelta | None = None,
+    workflow: str = "",
+    now: datetime | None = None,
+    batch_size: int = 1000,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Schedule ``check`` for many entities at once; returns how many jobs were created.
+
+    ``entities`` is a QuerySet of the check's model (only its primary keys are read, in
+    batches) or an iterable of saved instances. Every job is due at the same time, worked out
+    as :func:`schedule` does (``at`` or ``delay``, rounded up to a slot). An entity that
+    already has a pending job of this check keeps it unchanged and is not counted. Jobs
+    scheduled into a paused workflow start paused. Raises UnknownCheck, InvalidEntity or
+    InvalidTime before writing anything.
+
+    Each batch of ``batch_size`` entities is one ``INSERT … ON CONFLICT DO NOTHING`` in a
+    transaction of its own, unless the call is made inside a transaction (wrap it in
+    ``transaction.atomic()`` for all or nothing). ``progress(entities seen, jobs created)`` is
+    called after each batch.
+    """
+    entry = get_check(check)
+    now = _now(now)
+    first = due_time(entry, now, at, delay)
+    workflow = workflow or ""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    keys: Iterable[tuple[str, str]]
+    if isinstance(entities, models.QuerySet):
+        label = entities.model._meta.label_lower
+        if entry.model_label is not None and label != entry.model_label:
+            raise InvalidEntity(f"Check {entry.name!r} is about {entry.model_label}, got a {label} queryset")
+        keys = ((label, str(pk)) for pk in _pks_of(entities, batch_size))
+    else:
+        keys = [entity_ref(entity, entry) for entity in entities]  # all checked before any write
+    size = bulk.max_rows(bulk.insert_fields(FutureJob), batch_size)
+    seen = created = 0
+    for batch in bulk.chunks(keys, size):
+        unique = dict.fromkeys(batch)  # the same entity twice makes one job
+        with transaction.atomic():
+            paused = bool(workflow) and _workflow_paused(workflow)
+            jobs = [
+                _new_job({"entity_name": name, "entity_key": key, "job_exec": entry.name}, workflow, paused, first, now)
+                for name, key in unique
+            ]
+            written = _insert_jobs(jobs, returning=False)
+            if written and first <= now and not paused:
+                notify()
+        seen += len(batch)
+        created += written
+        if progress is not None:
+            progress(seen, created)
+    logger.info("scheduled %s job(s) of %s for %s entities", created, entry.name, seen)
+    return created
+
+
+def _pks_of(queryset: models.QuerySet[Any], batch_size: int) -> Iterator[Any]:
+    """The primary keys of ``queryset``, read a batch at a time in key order (no cursor is
+    held open between batches, so writing between them is safe on every database)."""
+    if queryset.query.is_sliced:
+        yield from list(queryset.values_list("pk", flat=True))
+        return
+    rows = queryset.order_by("pk").values_list("pk", flat=True)
+    last = None
+    while True:
+        batch = list((rows if last is None else rows.filter(pk__gt=last))[:batch_size])
+        yield from batch
+        if len(batch) < batch_size:
+            return
+        last = batch[-1]
 
 
 def cancel(entity: models.Model, check: CheckRef, *, now: datetime | None = None) -> bool:

@@ -68,8 +68,13 @@ class Heartbeat(threading.Thread):
 class WorkerProcess:
     """One ``prescient_worker``. ``run()`` returns the exit status."""
 
-    def __init__(self, *, concurrency: int = 1, once: bool = False, batch_size: int | None = None) -> None:
+    def __init__(
+        self, *, concurrency: int = 1, once: bool = False, batch_size: int | None = None,
+        queues: list[str] | None = None,
+    ) -> None:
         self.concurrency = max(1, concurrency)
+        #: Only jobs of these queues (``""``: checks; others: django.tasks queues), by priority.
+        self.queues = None if queues is None else list(queues)
         self.once = once
         self.batch_size = int(batch_size or setting("BATCH_SIZE"))
         self.name = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -187,7 +192,7 @@ class WorkerProcess:
         # A token per batch: the claim returns exactly the rows it took, never a row of an
         # earlier batch still running. All share the worker's prefix, for lease renewal.
         self._batches += 1
-        jobs = scheduler.claim(now, self.batch_size, f"{self.token}/{self._batches}")
+        jobs = scheduler.claim(now, self.batch_size, f"{self.token}/{self._batches}", queues=self.queues)
         if not jobs:
             if not self._drained:
                 self._drained = True

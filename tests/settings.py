@@ -30,6 +30,20 @@ INSTALLED_APPS = [
     "tests.testapp",
 ]
 
+try:  # Django 6: prescient as the django.tasks backend (tests/test_tasks*.py)
+    import django.tasks  # noqa: F401
+except ImportError:
+    pass
+else:
+    INSTALLED_APPS.append("tests.tasksapp")
+    TASKS = {
+        "default": {
+            "BACKEND": "prescient.tasks.PrescientBackend",
+            "QUEUES": ["default", "a", "b"],
+            "OPTIONS": {"MAX_RETRIES": 2},
+        }
+    }
+
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -25,6 +25,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--once", action="store_true", help="Process what is due now, then exit.")
         parser.add_argument("--batch-size", type=positive_int, default=None, help="Jobs claimed per batch.")
+        parser.add_argument(
+            "--queue", default=None,
+            help="Serve only these django.tasks queues (comma-separated), highest priority first; "
+            "an empty name ('default,') includes prescient's checks. Default: every job.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["verbosity"] >= 1 and not logging.getLogger("prescient").handlers and not logging.getLogger().handlers:
@@ -33,7 +38,8 @@ class Command(BaseCommand):
                 format="%(asctime)s %(levelname)s %(name)s %(message)s",
             )
         worker = WorkerProcess(
-            concurrency=options["concurrency"], once=options["once"], batch_size=options["batch_size"]
+            concurrency=options["concurrency"], once=options["once"], batch_size=options["batch_size"],
+            queues=None if options["queue"] is None else [name.strip() for name in options["queue"].split(",")],
         )
         worker.run()
         self.stdout.write(worker.summary.line().replace("prescient tick:", "prescient worker:"))

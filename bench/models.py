@@ -1,0 +1,10 @@
+from django.db import models
+
+
+class Item(models.Model):
+    """The entity of every benchmark job: a bare row, read by primary key."""
+
+    stamp = models.FloatField(null=True, help_text="time.time() when bench.stamp last started on it")
+
+    def __str__(self) -> str:
+        return f"item {self.pk}"

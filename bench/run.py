@@ -1,0 +1,345 @@
+"""prescient's benchmarks, against the database's own limit: ``python -m bench [--quick]``.
+
+Creates a scratch PostgreSQL database (``prescient_bench`` next to ``--database-url``, dropped
+at the end unless ``--keep``) and a scratch SQLite file, runs :mod:`bench.suite` on each, prints
+one table and writes ``bench/results.json``. Each figure is the median of several runs (with
+min and max); each is also given as a ratio to its raw-SQL baseline, measured in the same run
+on the same database: plain psycopg (or sqlite3) doing the least a queue can do.
+
+    python -m bench             # full sizes (make bench): about 10 minutes
+    python -m bench --quick     # small sizes (make bench-quick): under a minute
+    python -m bench --tiny      # a smoke run of every figure (tests/test_bench_smoke.py)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/prescient_bench"
+
+SIZES: dict[str, dict[str, Any]] = {
+    "full": {
+        "runs": 5, "sweep": 20_000, "pending": 1_000_000, "due": [1_000, 10_000, 100_000], "idle_reps": 200,
+        "one": 2_000, "many": 50_000, "latency": 100, "memory": 100_000, "memory_rounds": 2,
+        "sqlite_pending": 1_000_000,
+    },
+    "quick": {
+        "runs": 3, "sweep": 3_000, "pending": 100_000, "due": [300, 1_000, 3_000], "idle_reps": 60,
+        "one": 500, "many": 5_000, "latency": 20, "memory": 3_000, "memory_rounds": 1,
+        "sqlite_pending": 100_000,
+    },
+    "tiny": {
+        "runs": 1, "sweep": 200, "pending": 2_000, "due": [50, 200], "idle_reps": 5,
+        "one": 50, "many": 200, "latency": 3, "memory": 200, "memory_rounds": 1, "sqlite_pending": 2_000,
+    },
+}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One printed figure: what it is, its baseline and its target."""
+
+    key: str
+    label: str
+    unit: str  # "/s" (higher is better), "s", "us", "MB" or "x" (lower is better)
+    baseline: str | None = None
+    target: tuple[str, float, str] | None = None  # (">=" | "<=", threshold, "ratio" | "value")
+    postgres_only: bool = False
+
+
+def specs(sizes: dict[str, Any]) -> list[Spec]:
+    n, p = f"{sizes['sweep']:,}", f"{sizes['pending']:,}"
+    out = [
+        Spec("raw.sweep", f"raw: claim 100 + delete, {n} due, 1 process", "/s"),
+        Spec("sweep.tick", f"sweep: {n} due, one tick (in-process)", "/s", "raw.sweep", (">=", 0.30, "ratio")),
+        Spec("sweep.worker", "sweep: one prescient_worker (1 child)", "/s", "raw.sweep", postgres_only=True),
+        Spec("raw.sweep2", "raw: claim 100 + delete, 2 processes", "/s", postgres_only=True),
+        Spec("sweep.ticks2", "sweep: two ticks at once", "/s", "raw.sweep2", postgres_only=True),
+        Spec("sweep.workers2", "sweep: two workers at once (1 child each)", "/s", "raw.sweep2", postgres_only=True),
+        Spec("raw.claim_idle", f"raw: claim query, {p} pending, none due", "s"),
+        Spec("idle.due_query", "idle: due query (the idle tick's one query)", "s", "raw.claim_idle", ("<=", 2.0, "ratio")),
+        Spec("idle.due_query_prepared", "idle: the same due query, prepared (plain psycopg)", "s", "raw.claim_idle",
+             postgres_only=True),
+        Spec("idle.claim", "idle: claim statement, nothing due", "s", "raw.claim_idle"),
+        Spec("idle.tick", "idle: whole tick, in-process", "s", "raw.claim_idle", ("<=", 20.0, "ratio")),
+        Spec("raw.per_job", "raw: time per job (1 / raw sweep)", "us", postgres_only=True),
+    ]
+    for due in sizes["due"]:
+        out.append(Spec(f"scaling.tick.{due}", f"scaling: tick, {due:,} due of {p} + {due:,}", "s",
+                        f"raw.time.{due}", postgres_only=True))
+        out.append(Spec(f"scaling.per_job.{due}", f"scaling: per due job, {due:,} due", "us", "raw.per_job",
+                        postgres_only=True))
+    out += [
+        Spec("scaling.spread", "scaling: per-job cost, largest / smallest", "x", None, ("<=", 2.0, "value"),
+             postgres_only=True),
+        Spec("raw.insert_one_tx", f"raw: {sizes['one']:,} single INSERTs, one transaction", "/s"),
+        Spec("schedule.one_tx", "schedule() one by one, one transaction", "/s", "raw.insert_one_tx", (">=", 0.5, "ratio")),
+        Spec("raw.insert_one_autocommit", "raw: single INSERTs, autocommit", "/s"),
+        Spec("schedule.one_autocommit", "schedule() one by one, autocommit", "/s", "raw.insert_one_autocommit",
+             (">=", 0.5, "ratio")),
+        Spec("raw.executemany", f"raw: executemany of {sizes['many']:,} rows", "/s"),
+        Spec("schedule.many", "schedule_many(queryset)", "/s", "raw.executemany", (">=", 0.30, "ratio")),
+        Spec("raw.notify.p50", "raw: NOTIFY -> LISTEN, p50", "s", postgres_only=True),
+        Spec("raw.notify.p99", "raw: NOTIFY -> LISTEN, p99", "s", postgres_only=True),
+        Spec("latency.p50", "run_now -> run starts, idle worker, p50", "s", "raw.notify.p50", ("<=", 0.100, "value"),
+             postgres_only=True),
+        Spec("latency.p99", "run_now -> run starts, idle worker, p99", "s", "raw.notify.p99", ("<=", 0.500, "value"),
+             postgres_only=True),
+        Spec("memory.before", "worker RSS before (after a warm-up)", "MB", postgres_only=True),
+        Spec("memory.after", f"worker RSS after {sizes['memory']:,} jobs", "MB", "memory.before", postgres_only=True),
+        Spec("memory.growth", "worker RSS growth", "MB", "memory.before", ("<=", 10.0, "value"), postgres_only=True),
+        Spec("memory.children_growth", "its child process's RSS growth", "MB", "memory.before", postgres_only=True),
+    ]
+    return out
+
+
+def derive(values: dict[str, list[float]], sizes: dict[str, Any]) -> None:
+    """Figures computed from others: raw per-job time, raw time for N jobs, the scaling spread."""
+    if "raw.sweep" not in values:
+        return
+    values["raw.per_job"] = [1e6 / v for v in values["raw.sweep"]]
+    for due in sizes["due"]:
+        values[f"raw.time.{due}"] = [due / v for v in values["raw.sweep"]]
+    per_job = [statistics.median(values[f"scaling.per_job.{d}"]) for d in sizes["due"] if f"scaling.per_job.{d}" in values]
+    if per_job:
+        values["scaling.spread"] = [max(per_job) / min(per_job)]
+
+
+# --- scratch databases -----------------------------------------------------------------------
+
+
+def scratch(url: str) -> tuple[str, str, str]:
+    """``(scratch database URL, its name, the server's maintenance database URL)``."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgres", "postgresql"):
+        raise SystemExit(f"--database-url must be a PostgreSQL URL, got {url!r}")
+    name = parts.path.lstrip("/") or "prescient_bench"
+    return url, name, urlunsplit(parts._replace(path="/postgres"))
+
+
+def recreate(maintenance_url: str, name: str, *, drop_only: bool = False) -> None:
+    import psycopg
+
+    with psycopg.connect(maintenance_url.replace("postgres://", "postgresql://", 1), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if not drop_only:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def run_suite(env_db: dict[str, str], sizes: dict[str, Any], only: str, profile: str | None) -> dict[str, list[float]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "values.json"
+        env = {k: v for k, v in os.environ.items() if k not in ("BENCH_DATABASE_URL", "BENCH_SQLITE", "DATABASE_URL")}
+        env.update(env_db, DJANGO_SETTINGS_MODULE="bench.settings")
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        command = [sys.executable, "-m", "bench.suite", "--out", str(out), "--sizes", json.dumps(sizes), "--only", only]
+        if profile:
+            command += ["--profile", profile]
+        subprocess.run(command, cwd=ROOT, env=env, check=True)
+        return dict(json.loads(out.read_text()))
+
+
+# --- the machine -------------------------------------------------------------------------------
+
+
+def machine(pg_url: str | None) -> dict[str, Any]:
+    import sqlite3
+
+    import django
+
+    info: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "django": django.get_version(),
+        "sqlite": sqlite3.sqlite_version,
+    }
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                info["memory_gb"] = round(int(line.split()[1]) / 1024 / 1024, 1)
+                break
+    except OSError:
+        pass
+    if pg_url:
+        try:
+            import psycopg
+
+            with psycopg.connect(pg_url.replace("postgres://", "postgresql://", 1)) as conn:
+                info["postgresql"] = conn.execute("SHOW server_version").fetchone()[0]  # type: ignore[index]
+                info["synchronous_commit"] = conn.execute("SHOW synchronous_commit").fetchone()[0]  # type: ignore[index]
+                info["psycopg"] = psycopg.__version__
+        except Exception as exc:  # the table says so; the figures need no more
+            info["postgresql"] = f"unknown ({exc})"
+    return info
+
+
+# --- the table ---------------------------------------------------------------------------------
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "/s":
+        return f"{value:,.0f}/s"
+    if unit == "s":
+        if value < 1e-3:
+            return f"{value * 1e6:.0f} us"
+        if value < 1:
+            return f"{value * 1e3:.1f} ms"
+        return f"{value:.2f} s"
+    if unit == "us":
+        return f"{value:.1f} us"
+    if unit == "MB":
+        return f"{value:.1f} MB"
+    return f"{value:.2f}x"
+
+
+def summarise(db: str, values: dict[str, list[float]], sizes: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for spec in specs(sizes):
+        if spec.postgres_only and db != "postgresql":
+            continue
+        runs = values.get(spec.key)
+        if not runs:
+            continue
+        median = statistics.median(runs)
+        base = values.get(spec.baseline or "")
+        ratio = median / statistics.median(base) if base and statistics.median(base) else None
+        met = None
+        if spec.target and db == "postgresql":
+            op, limit, on = spec.target
+            measured = ratio if on == "ratio" else median
+            if measured is not None:
+                met = measured >= limit if op == ">=" else measured <= limit
+        rows.append({
+            "db": db, "key": spec.key, "label": spec.label, "unit": spec.unit, "runs": runs,
+            "median": median, "min": min(runs), "max": max(runs), "baseline": spec.baseline,
+            "ratio": ratio, "target": list(spec.target) if spec.target else None, "met": met,
+        })
+    return rows
+
+
+def target_text(row: dict[str, Any]) -> str:
+    if not row["target"] or row["db"] != "postgresql":
+        return ""
+    op, limit, on = row["target"]
+    shown = f"{limit:g}x" if on == "ratio" else fmt(limit, row["unit"])
+    return f"{op} {shown}" + (" raw" if on == "ratio" else "")
+
+
+def table(rows: list[dict[str, Any]], *, markdown: bool = False) -> str:
+    head = ["figure", "median", "min", "max", "vs raw", "target", ""]
+    body = []
+    for row in rows:
+        unit = row["unit"]
+        verdict = "" if row["met"] is None else ("met" if row["met"] else "MISSED")
+        body.append([
+            row["label"], fmt(row["median"], unit), fmt(row["min"], unit), fmt(row["max"], unit),
+            "" if row["ratio"] is None else f"{row['ratio']:.2f}x", target_text(row), verdict,
+        ])
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(cells) + " |" for cells in body]
+        return "\n".join(lines)
+    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+             for cells in [head, *body]]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_const", dest="mode", const="quick", help="small sizes, under a minute")
+    mode.add_argument("--tiny", action="store_const", dest="mode", const="tiny", help="a smoke run of every figure")
+    parser.add_argument("--runs", type=int, default=None, help="runs per figure (default: 5 full, 3 quick)")
+    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL),
+                        help="the scratch PostgreSQL database to create and drop (default: %(default)s)")
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
+    parser.add_argument("--only", default="sweep,idle,scheduling", help="sections: sweep, idle, scheduling")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    parser.add_argument("--json", default=str(ROOT / "bench" / "results.json"), help="where to write the results")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
+    parser.add_argument("--profile", default=None, metavar="PATH",
+                        help="also profile one PostgreSQL tick sweep with pyinstrument into PATH")
+    args = parser.parse_args(argv)
+    mode_name = args.mode or "full"
+    sizes = dict(SIZES[mode_name])
+    if args.runs:
+        sizes["runs"] = args.runs
+    started = time.monotonic()
+    results: dict[str, dict[str, list[float]]] = {}
+    pg_url = None if args.no_postgres else args.database_url
+    if pg_url:
+        url, name, maintenance = scratch(pg_url)
+        print(f"== PostgreSQL: scratch database {name!r}, {mode_name} sizes", file=sys.stderr, flush=True)
+        recreate(maintenance, name)
+        try:
+            results["postgresql"] = run_suite({"BENCH_DATABASE_URL": url}, sizes, args.only, args.profile)
+        finally:
+            if not args.keep:
+                recreate(maintenance, name, drop_only=True)
+    if not args.no_sqlite:
+        print(f"== SQLite: scratch file, {mode_name} sizes", file=sys.stderr, flush=True)
+        tmp = tempfile.mkdtemp(prefix="prescient-bench-")
+        try:
+            sqlite_sizes = dict(sizes, pending=sizes["sqlite_pending"])
+            results["sqlite"] = run_suite({"BENCH_SQLITE": str(Path(tmp) / "bench.sqlite3")}, sqlite_sizes,
+                                          args.only, None)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    rows = []
+    for db, values in results.items():
+        db_sizes = sizes if db == "postgresql" else dict(sizes, pending=sizes["sqlite_pending"])
+        derive(values, db_sizes)
+        rows += summarise(db, values, db_sizes)
+    info = machine(scratch(pg_url)[2] if pg_url else None)
+    elapsed = time.monotonic() - started
+    print()
+    print(f"prescient bench, {mode_name} sizes, {sizes['runs']} run(s) per figure (median, min, max), "
+          f"{elapsed:.0f} s")
+    print(f"machine: {info.get('cpu', '?')}, {info['cpus']} CPUs, {info.get('memory_gb', '?')} GB, {info['os']}; "
+          f"Python {info['python']}, Django {info['django']}, PostgreSQL {info.get('postgresql', '-')}, "
+          f"SQLite {info['sqlite']}")
+    for db in results:
+        print(f"\n{'PostgreSQL' if db == 'postgresql' else 'SQLite'}")
+        print(table([r for r in rows if r["db"] == db]))
+        if args.markdown:
+            print()
+            print(table([r for r in rows if r["db"] == db], markdown=True))
+    missed = [r["label"] for r in rows if r["met"] is False]
+    print(f"\ntargets: {sum(1 for r in rows if r['met'])} met, {len(missed)} missed"
+          + (": " + "; ".join(missed) if missed else ""))
+    Path(args.json).write_text(json.dumps(
+        {"mode": mode_name, "sizes": sizes, "seconds": round(elapsed, 1), "machine": info, "figures": rows}, indent=2
+    ))
+    print(f"results: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

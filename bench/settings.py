@@ -1,0 +1,46 @@
+"""Settings for the benchmarks (``python -m bench``): prescient and the ``bench`` app only.
+
+``BENCH_DATABASE_URL`` is the scratch database (default
+``postgres://postgres@127.0.0.1:5432/prescient_bench``, created and dropped by the bench);
+``BENCH_SQLITE=<path>`` selects a SQLite file instead. Durability settings are PostgreSQL's
+defaults: nothing here turns ``synchronous_commit`` or ``fsync`` off.
+"""
+
+import os
+
+import dj_database_url
+
+SECRET_KEY = "bench-only-not-secret"
+DEBUG = False  # DEBUG would keep every query in memory
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "prescient",
+    "bench",
+]
+
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/prescient_bench"
+
+if os.environ.get("BENCH_SQLITE"):
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": os.environ["BENCH_SQLITE"],
+            "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20},
+        }
+    }
+else:
+    DATABASES = {"default": dj_database_url.parse(os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL), conn_max_age=None)}
+
+PRESCIENT = {"SLOT_MINUTES": 15, "TIMEOUT_SECONDS": 60, "BATCH_SIZE": 100}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"prescient": {"handlers": ["console"], "level": "WARNING"}},
+}

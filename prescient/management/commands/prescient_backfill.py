@@ -1,0 +1,165 @@
+"""prescient_backfill: schedule a check for every existing row of its model (matching filters)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import timedelta
+from typing import Any
+
+from django.core.exceptions import FieldDoesNotExist, ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import models
+from django.db.models.functions import Cast
+
+from prescient.exceptions import PrescientError
+from prescient.models import FutureJob
+from prescient.registry import get_check
+from prescient.services import schedule_many
+
+from ._args import aware_datetime, positive_int
+
+
+def seconds(text: str) -> int:
+    """argparse type: a whole number of seconds, zero or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number of seconds >= 0")
+    return value
+
+
+def field_filter(text: str) -> tuple[str, str]:
+    """argparse type: ``field=value``."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not field=value")
+    return name.strip(), value
+
+
+_TRUE, _FALSE = {"true", "t", "yes", "y", "1"}, {"false", "f", "no", "n", "0"}
+
+
+class Progress:
+    """A text progress bar on stderr: redrawn in place on a terminal, a line per tenth elsewhere."""
+
+    def __init__(self, stream: Any, total: int, enabled: bool) -> None:
+        self.stream, self.total, self.enabled = stream, total, enabled and total > 0
+        self.tty = enabled and getattr(stream, "isatty", lambda: False)()
+        self.last_drawn, self.last_tenth = 0.0, -1
+
+    def __call__(self, done: int, created: int) -> None:
+        if not self.enabled:
+            return
+        share = min(1.0, done / self.total)
+        line = f"[{'#' * int(share * 30):<30}] {done:,}/{self.total:,} ({share:.0%}), {created:,} scheduled"
+        if self.tty:
+            if time.monotonic() - self.last_drawn >= 0.1 or done >= self.total:
+                self.stream.write("\r" + line, ending="")
+                self.stream.flush()
+                self.last_drawn = time.monotonic()
+        elif int(share * 10) > self.last_tenth:
+            self.last_tenth = int(share * 10)
+            self.stream.write(line)
+
+    def close(self) -> None:
+        if self.enabled and self.tty:
+            self.stream.write("")
+
+
+class Command(BaseCommand):
+    help = (
+        "Schedule a check for every row of its model that matches the filters (exact field=value "
+        "pairs), for backfilling existing data. Rows that already have a pending job of the check "
+        "keep it. The model must be the one the check is registered for."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("model", help="The check's model, as app_label.ModelName (e.g. shop.Order).")
+        parser.add_argument("check", help="The registered check's name (e.g. shop.unshipped).")
+        parser.add_argument(
+            "--filter", action="append", type=field_filter, default=[], dest="filters", metavar="FIELD=VALUE",
+            help="Only rows whose field equals the value (repeat for several; all must match).",
+        )
+        when = parser.add_mutually_exclusive_group()
+        when.add_argument("--delay-seconds", type=seconds, default=None, help="Due this many seconds from now.")
+        when.add_argument("--at", type=aware_datetime, default=None, help="Due at this time (ISO 8601 with offset).")
+        parser.add_argument("--workflow", default="", help="Put the jobs in this workflow.")
+        parser.add_argument("--batch-size", type=positive_int, default=1000, help="Rows written per statement.")
+        parser.add_argument("--dry-run", action="store_true", help="Count what would be scheduled; write nothing.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            entry = get_check(options["check"])
+        except PrescientError as exc:
+            raise CommandError(str(exc)) from exc
+        label = options["model"].strip().lower()
+        if entry.model_label is None:
+            raise CommandError(f"Check {entry.name!r} names no model: it cannot be backfilled from a table.")
+        if label != entry.model_label:
+            raise CommandError(f"Check {entry.name!r} is about {entry.model_label}, not {options['model']}.")
+        try:
+            model = entry.model
+        except LookupError as exc:
+            raise CommandError(f"Model {entry.model_label} of check {entry.name!r} is not installed.") from exc
+        assert model is not None
+        rows = model._default_manager.filter(**self._lookups(model, options["filters"]))
+        delay = None if options["delay_seconds"] is None else timedelta(seconds=options["delay_seconds"])
+        total = rows.count()
+        if options["dry_run"]:
+            pending = FutureJob.objects.filter(
+                entity_name=entry.model_label, job_exec=entry.name,
+                entity_key__in=rows.annotate(_key=Cast("pk", models.CharField())).values("_key"),
+            ).count()
+            self.stdout.write(
+                f"prescient backfill (dry run): matched={total} would_schedule={total - pending} "
+                f"already_pending={pending} check={entry.name}"
+            )
+            return
+        progress = Progress(self.stderr, total, options["verbosity"] >= 1)
+        try:
+            created = schedule_many(
+                rows, entry, at=options["at"], delay=delay, workflow=options["workflow"],
+                batch_size=options["batch_size"], progress=progress,
+            )
+        except PrescientError as exc:
+            raise CommandError(str(exc)) from exc
+        finally:
+            progress.close()
+        self.stdout.write(
+            f"prescient backfill: matched={total} scheduled={created} already_pending={total - created} "
+            f"check={entry.name}"
+        )
+
+    @staticmethod
+    def _lookups(model: type[models.Model], filters: list[tuple[str, str]]) -> dict[str, Any]:
+        """``field=value`` pairs as exact lookups on concrete fields, values converted by the field."""
+        lookups: dict[str, Any] = {}
+        for name, text in filters:
+            try:
+                field = model._meta.get_field(name)
+            except FieldDoesNotExist:
+                field = next((f for f in model._meta.concrete_fields if f.attname == name), None)  # e.g. customer_id
+            if field is None or not getattr(field, "concrete", False) or field.many_to_many:
+                known = ", ".join(sorted({f.name for f in model._meta.concrete_fields}))
+                raise CommandError(f"{model._meta.label} has no field {name!r} to filter on (fields: {known}).")
+            target = field.target_field if field.is_relation else field  # type: ignore[union-attr]
+            value: Any = text
+            if isinstance(target, models.BooleanField):
+                lowered = text.strip().lower()
+                if lowered not in _TRUE | _FALSE:
+                    raise CommandError(f"--filter {name}={text}: not a boolean (true/false)")
+                value = lowered in _TRUE
+            else:
+                try:
+                    value = target.to_python(text)
+                except ValidationError as exc:
+                    raise CommandError(f"--filter {name}={text}: {'; '.join(exc.messages)}") from exc
+            key = field.attname if field.is_relation else field.name
+            if key in lookups and lookups[key] != value:
+                lookups[f"{key}__in"] = []  # two different exact values: nothing matches
+            else:
+                lookups[key] = value
+        return lookups
