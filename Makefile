@@ -2,7 +2,7 @@
 #
 #   make demo    set up .venv (newest Python, Django 6) and run the demo on SQLite
 #   make test    the whole suite: SQLite and PostgreSQL, on Django 6 and on Django 5.2 LTS
-#   make bench   benchmarks on PostgreSQL and SQLite, against raw SQL (about 10 minutes)
+#   make bench   benchmarks on PostgreSQL and SQLite, against raw SQL (about 7 minutes)
 #   make bench-quick   the same with small sizes (under a minute)
 #
 # The browser tests (tests/test_browser.py) use the `browser` extra (Playwright's client) and

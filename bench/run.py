@@ -6,7 +6,7 @@ one table and writes ``bench/results.json``. Each figure is the median of severa
 min and max); each is also given as a ratio to its raw-SQL baseline, measured in the same run
 on the same database: plain psycopg (or sqlite3) doing the least a queue can do.
 
-    python -m bench             # full sizes (make bench): about 10 minutes
+    python -m bench             # full sizes (make bench): about 7 minutes
     python -m bench --quick     # small sizes (make bench-quick): under a minute
     python -m bench --tiny      # a smoke run of every figure (tests/test_bench_smoke.py)
 """
@@ -38,8 +38,8 @@ SIZES: dict[str, dict[str, Any]] = {
         "sqlite_pending": 1_000_000,
     },
     "quick": {
-        "runs": 3, "sweep": 3_000, "pending": 100_000, "due": [300, 1_000, 3_000], "idle_reps": 60,
-        "one": 500, "many": 5_000, "latency": 20, "memory": 3_000, "memory_rounds": 1,
+        "runs": 3, "sweep": 2_000, "pending": 100_000, "due": [300, 1_000, 3_000], "idle_reps": 60,
+        "one": 500, "many": 5_000, "latency": 20, "memory": 2_000, "memory_rounds": 1,
         "sqlite_pending": 100_000,
     },
     "tiny": {

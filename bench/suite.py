@@ -241,15 +241,6 @@ def timed(func: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
-def median_time(func: Callable[[], Any], reps: int) -> float:
-    samples = []
-    for _ in range(reps):
-        started = time.perf_counter()
-        func()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
-
-
 def rss_kb(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

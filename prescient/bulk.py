@@ -35,18 +35,18 @@ def _arrays() -> bool:
 
 # --- values ------------------------------------------------------------------------------------
 
-#: Field classes (exactly these, not subclasses) whose ``get_db_prep_save`` gives a value of
-#: one of :data:`_AS_IS_TYPES` back unchanged on PostgreSQL, but for wrappers psycopg does not
+_NONE = type(None)
+_TEXT, _INT = frozenset({str, _NONE}), frozenset({int, _NONE})
+#: Field classes (exactly these, not subclasses) and the value types their
+#: ``get_db_prep_save`` gives back unchanged on PostgreSQL, but for wrappers psycopg does not
 #: need in these statements (every placeholder is cast to the column's type).
-_AS_IS_FIELDS = frozenset(
-    {
-        models.CharField, models.TextField, models.IntegerField, models.PositiveIntegerField,
-        models.BigIntegerField, models.PositiveBigIntegerField, models.SmallIntegerField,
-        models.PositiveSmallIntegerField, models.AutoField, models.BigAutoField, models.FloatField,
-        models.BooleanField,
-    }
-)
-_AS_IS_TYPES = frozenset({str, int, float, bool, type(None)})
+_AS_IS: dict[type[Field], frozenset[type]] = {
+    models.CharField: _TEXT, models.TextField: _TEXT,
+    models.IntegerField: _INT, models.PositiveIntegerField: _INT, models.BigIntegerField: _INT,
+    models.PositiveBigIntegerField: _INT, models.SmallIntegerField: _INT,
+    models.PositiveSmallIntegerField: _INT, models.AutoField: _INT, models.BigAutoField: _INT,
+    models.FloatField: frozenset({float, _NONE}), models.BooleanField: frozenset({bool, _NONE}),
+}
 
 
 def _converter(field: Field) -> Converter:
@@ -54,8 +54,9 @@ def _converter(field: Field) -> Converter:
     prep_save = field.get_db_prep_save
     if connection.vendor != "postgresql":
         return lambda value: prep_save(value, connection)
-    if type(field) in _AS_IS_FIELDS:
-        return lambda value: value if type(value) in _AS_IS_TYPES else prep_save(value, connection)
+    as_is = _AS_IS.get(type(field))
+    if as_is is not None:
+        return lambda value: value if type(value) in as_is else prep_save(value, connection)
     if type(field) is models.DateTimeField:
         # An aware datetime is written as ISO 8601 text with its offset (the statement casts
         # it), exactly the instant Django would write: psycopg formats datetimes five times
