@@ -775,6 +775,7 @@ class JobHistoryAdmin(ConsoleListMixin, admin.ModelAdmin):
     list_filter = ["outcome", CheckFilter]
     search_fields = ["=entity_key", "=workflow"]
     date_hierarchy = "finished_at"
+    actions = ["retry_tasks"]
     show_full_result_count = False
     fieldsets = [
         (None, {"fields": ["entity", "job_exec", "workflow", "outcome_badge", "reason", "last_error"]}),
@@ -794,6 +795,32 @@ class JobHistoryAdmin(ConsoleListMixin, admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: JobHistory | None = None) -> bool:
         return False
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        """Retrying a task creates a job: it takes the permission to add one."""
+        return request.user.has_perm("prescient.add_futurejob")
+
+    @admin.action(description=_("Retry selected tasks (enqueue them again)"), permissions=["retry"])
+    def retry_tasks(self, request: HttpRequest, queryset: QuerySet[JobHistory]) -> None:
+        from . import tasks  # Django 6 only; a task row exists only where tasks are configured
+
+        retried = 0
+        for row in queryset:
+            if row.entity_name != TASK_ENTITY:
+                messages.warning(request, gettext("%(row)s is a check, not a task: skipped.") % {"row": row})
+                continue
+            try:
+                result = tasks.retry(row)
+            except Exception as exc:  # an unknown task, or one its backend refuses: say why
+                messages.warning(request, gettext("%(row)s was not retried: %(error)s") % {"row": row, "error": exc})
+                continue
+            self.log_change(request, row, gettext("Retried as job %(id)s.") % {"id": result.id})
+            retried += 1
+        if retried:
+            messages.success(
+                request,
+                ngettext("Retried %(count)d task.", "Retried %(count)d tasks.", retried) % {"count": retried},
+            )
 
     @admin.display(description=_("entity"), ordering="entity_key")
     def entity(self, row: JobHistory) -> str:

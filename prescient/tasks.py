@@ -197,8 +197,9 @@ class PrescientBackend(BaseTaskBackend):
         )
         with transaction.atomic():
             job.save(force_insert=True)
-            if due <= now:
-                notify()  # delivered when the caller's transaction commits
+            # Delivered when the caller's transaction commits. Sent for a deferred task too, so
+            # that an idle worker sets its next wake-up to the task's exact run_after.
+            notify()
         result = _result(job, task, TaskResultStatus.READY)
         task_enqueued.send(type(self), task_result=result)
         return result
@@ -385,3 +386,17 @@ def note_lost_attempt(job: FutureJob, now: datetime) -> None:
     """A task's claim reclaimed from a lost worker: that attempt counts."""
     _note_attempt(job, now)
     _detail_error(job, "prescient.exceptions.RunFailed", job.last_error)
+
+
+def retry(row: Any) -> TaskResult:
+    """Enqueue a finished task again, with the arguments, queue and priority it had.
+
+    ``row`` is its JobHistory row. The new job is a new result (a new id), due at once.
+    """
+    from .models import JobHistory
+
+    if not isinstance(row, JobHistory) or row.entity_name != TASK_ENTITY:
+        raise ValueError(f"{row} is not a task")
+    task = _clone(_task_of(row), run_after=None)
+    payload = row.payload or {}
+    return task.get_backend().enqueue(task, payload.get("args", []), payload.get("kwargs", {}))

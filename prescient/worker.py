@@ -30,7 +30,7 @@ from .conf import setting, stale_after_seconds
 from .models import FutureJob, Worker
 from .notify import Listener
 from .pool import Pool
-from .states import Event
+from .states import Event, State
 
 logger = logging.getLogger(__name__)
 
@@ -251,13 +251,24 @@ class WorkerProcess:
         until_boundary = (boundary - now).total_seconds()
         until_heartbeat = max(0.0, self._next_heartbeat - time.monotonic())
         wait = min(until_boundary, until_heartbeat)
+        earliest = self._earliest_due_after(now)
+        if earliest is not None:
+            wait = min(wait, (earliest - now).total_seconds())  # e.g. a task's exact run_after
         if self.listener is not None:
             woken = self.listener.wait(wait)
         else:
             time.sleep(min(wait, float(setting("WORKER_POLL_SECONDS"))))
             woken = True  # SQLite: look again at every poll
-        if woken or time.monotonic() >= self._next_heartbeat or timezone.now() >= boundary:
+        now = timezone.now()
+        if woken or time.monotonic() >= self._next_heartbeat or now >= boundary or (earliest and now >= earliest):
             self._drained = False
+
+    def _earliest_due_after(self, now: datetime) -> datetime | None:
+        """The next due time after ``now`` among this worker's jobs (one look at the due index)."""
+        pending = FutureJob.objects.filter(state=State.SCHEDULED, next_check_at__gt=now)
+        if self.queues is not None:
+            pending = pending.filter(queue__in=self.queues)
+        return pending.order_by("next_check_at").values_list("next_check_at", flat=True).first()
 
     # --- stopping ------------------------------------------------------------------------
 

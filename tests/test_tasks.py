@@ -254,3 +254,39 @@ def test_verbs__kill_and_run_now_work_on_task_jobs():
     prescient.kill(int(doomed.id), "not needed")
     doomed.refresh()
     assert doomed.status == TaskResultStatus.FAILED and doomed.errors == []
+
+
+def test_admin__retries_a_failed_task_from_history(admin_client, django_user_model):
+    from django.urls import reverse
+
+    result = tasks.boom.using(priority=7).enqueue("again")
+    for attempt in range(3):
+        run_due(timezone.now() + timedelta(seconds=attempt + 1))
+    row = JobHistory.objects.get(job_id=int(result.id))
+    assert row.outcome == "failed"
+    check_row = JobHistory.objects.create(
+        job_id=999999, entity_name="testapp.thing", entity_key="1", job_exec="test.record", outcome="completed",
+        first_check_at=timezone.now(), created_at=timezone.now(), finished_at=timezone.now(),
+    )
+    url = reverse("admin:prescient_jobhistory_changelist")
+
+    viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    from django.contrib.auth.models import Permission
+
+    viewer.user_permissions.add(Permission.objects.get(codename="view_jobhistory"))
+    from django.test import Client
+
+    client = Client()
+    client.force_login(viewer)
+    client.post(url, {"action": "retry_tasks", "_selected_action": [row.pk]})
+    assert not FutureJob.objects.exists(), "retrying needs the permission to add jobs"
+
+    response = admin_client.post(url, {"action": "retry_tasks", "_selected_action": [row.pk, check_row.pk]}, follow=True)
+    texts = [str(m) for m in response.context["messages"]]
+    assert "Retried 1 task." in texts
+    assert any("is a check, not a task" in t for t in texts)
+    job = FutureJob.objects.get()
+    assert job.pk != int(result.id)
+    assert (job.job_exec, job.priority, job.payload["args"]) == (row.job_exec, 7, ["again"])
+    retried = tasks.boom.get_result(str(job.pk))
+    assert retried.status == TaskResultStatus.READY and retried.args == ["again"]

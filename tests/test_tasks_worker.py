@@ -14,7 +14,7 @@ from django.db.models import Count  # noqa: E402
 from django.tasks import TaskResultStatus  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from prescient.models import FutureJob, JobHistory  # noqa: E402
+from prescient.models import FutureJob, JobHistory, Worker  # noqa: E402
 from tests.tasksapp import tasks  # noqa: E402
 from tests.test_worker import Workers, wait_until  # noqa: E402
 from tests.testapp.models import RunLog, Thing  # noqa: E402
@@ -106,3 +106,21 @@ def test_worker__sigkill_mid_run_loses_no_task_and_runs_none_twice_at_once(worke
         assert result.status == TaskResultStatus.SUCCESSFUL
         assert result.attempts >= len(runs[result.return_value])
     assert not RunLog.objects.values("entity_key").annotate(n=Count("id")).filter(n__gt=2).exists()
+
+
+def test_worker__wakes_for_a_deferred_task_at_its_time_not_at_the_slot(workers):
+    """An idle worker sleeps until the earliest due job, so run_after is kept to the second."""
+    proc = workers.start("--concurrency", "1", settings={"WORKER_HEARTBEAT_SECONDS": 30})
+    wait_until(lambda: Worker.objects.exists(), 30, what="worker registered")
+    time.sleep(1.0)  # idle: on PostgreSQL its next look would be the heartbeat, 30 s away
+    result = tasks.add.using(run_after=timedelta(seconds=2)).enqueue(2, 3)
+    wait_until(lambda: _status(result) == TaskResultStatus.SUCCESSFUL, 12, interval=0.1, what="deferred task ran")
+    result.refresh()
+    assert result.started_at >= result.enqueued_at + timedelta(seconds=2)
+    proc.send_signal(signal.SIGTERM)
+    assert workers.finish(proc, 30) == 0
+
+
+def _status(result):
+    result.refresh()
+    return result.status
