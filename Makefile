@@ -5,7 +5,7 @@
 #   make bench   benchmarks on PostgreSQL and SQLite, against raw SQL (about 7 minutes)
 #   make bench-quick   the same with small sizes (under a minute)
 #
-# The browser tests (tests/test_browser.py) use the `browser` extra (Playwright's client) and
+# The browser tests (tests/admin/test_browser.py) use the `browser` extra (Playwright's client) and
 # Debian's chromium: `make test` installs chromium when it is missing and this is root.
 
 SHELL := /bin/bash
@@ -63,7 +63,9 @@ bench: setup postgres
 bench-quick: setup postgres
 	$(VENV)/bin/python -m bench --quick
 
+# ruff, mypy and import-linter (scripts/lint, also run by `make test`), then Django's checks.
 lint: setup
+	scripts/lint $(VENV)
 	$(VENV)/bin/python manage.py check
 	$(VENV)/bin/python manage.py makemigrations --check --dry-run
 

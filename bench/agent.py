@@ -25,7 +25,7 @@ def main() -> None:
     from django.db import connection
 
     from bench import suite
-    from prescient import scheduler
+    from prescient.runtime.tick import tick
 
     connection.ensure_connection()
     raw = suite.Raw()
@@ -37,10 +37,7 @@ def main() -> None:
         now = datetime.fromisoformat(command["now"])
         time.sleep(max(0.0, command["go_at"] - time.time()))
         start = time.time()
-        if command["cmd"] == "tick":
-            done = scheduler.tick(now).processed
-        else:
-            done = suite.raw_sweep(raw, now)
+        done = tick(now).processed if command["cmd"] == "tick" else suite.raw_sweep(raw, now)
         print(json.dumps({"start": start, "end": time.time(), "done": done}), flush=True)
     raw.close()
 

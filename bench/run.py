@@ -71,7 +71,8 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("sweep.ticks2", "sweep: two ticks at once", "/s", "raw.sweep2", postgres_only=True),
         Spec("sweep.workers2", "sweep: two workers at once (1 child each)", "/s", "raw.sweep2", postgres_only=True),
         Spec("raw.claim_idle", f"raw: claim query, {p} pending, none due", "s"),
-        Spec("idle.due_query", "idle: due query (the idle tick's one query)", "s", "raw.claim_idle", ("<=", 2.0, "ratio")),
+        Spec("idle.due_query", "idle: due query (the idle tick's one query)", "s", "raw.claim_idle",
+             ("<=", 2.0, "ratio")),
         Spec("idle.due_query_prepared", "idle: the same due query, prepared (plain psycopg)", "s", "raw.claim_idle",
              postgres_only=True),
         Spec("idle.claim", "idle: claim statement, nothing due", "s", "raw.claim_idle"),
@@ -87,7 +88,8 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("scaling.spread", "scaling: per-job cost, largest / smallest", "x", None, ("<=", 2.0, "value"),
              postgres_only=True),
         Spec("raw.insert_one_tx", f"raw: {sizes['one']:,} single INSERTs, one transaction", "/s"),
-        Spec("schedule.one_tx", "schedule() one by one, one transaction", "/s", "raw.insert_one_tx", (">=", 0.5, "ratio")),
+        Spec("schedule.one_tx", "schedule() one by one, one transaction", "/s", "raw.insert_one_tx",
+             (">=", 0.5, "ratio")),
         Spec("raw.insert_one_autocommit", "raw: single INSERTs, autocommit", "/s"),
         Spec("schedule.one_autocommit", "schedule() one by one, autocommit", "/s", "raw.insert_one_autocommit",
              (">=", 0.5, "ratio")),
@@ -114,7 +116,8 @@ def derive(values: dict[str, list[float]], sizes: dict[str, Any]) -> None:
     values["raw.per_job"] = [1e6 / v for v in values["raw.sweep"]]
     for due in sizes["due"]:
         values[f"raw.time.{due}"] = [due / v for v in values["raw.sweep"]]
-    per_job = [statistics.median(values[f"scaling.per_job.{d}"]) for d in sizes["due"] if f"scaling.per_job.{d}" in values]
+    per_job = [statistics.median(values[f"scaling.per_job.{d}"])
+               for d in sizes["due"] if f"scaling.per_job.{d}" in values]
     if per_job:
         values["scaling.spread"] = [max(per_job) / min(per_job)]
 
@@ -261,7 +264,8 @@ def table(rows: list[dict[str, Any]], *, markdown: bool = False) -> str:
         lines += ["| " + " | ".join(cells) + " |" for cells in body]
         return "\n".join(lines)
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                       for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
              for cells in [head, *body]]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)

@@ -40,9 +40,12 @@ from django.utils import timezone  # noqa: E402
 
 import prescient  # noqa: E402
 from bench.models import Item  # noqa: E402
-from prescient import bulk, scheduler, services  # noqa: E402
+from prescient.engine import bulk, store  # noqa: E402
+from prescient.engine import sweep as engine_sweep  # noqa: E402
+from prescient.engine import verbs as services  # noqa: E402
+from prescient.engine.store import notify  # noqa: E402
 from prescient.models import FutureJob, JobHistory, Worker  # noqa: E402
-from prescient.notify import notify  # noqa: E402
+from prescient.runtime.tick import tick  # noqa: E402
 
 NOOP, STAMP = "bench.noop", "bench.stamp"
 RAW_JOB, RAW_INSERT = "bench_raw_job", "bench_raw_insert"
@@ -86,7 +89,7 @@ _items = 0
 
 def ensure_items(count: int) -> None:
     """bench_item rows with ids 1..count."""
-    global _items
+    global _items  # noqa: PLW0603 (a counter kept for the whole run)
     if count <= _items:
         return
     cte, params = series(_items + 1, count)
@@ -206,7 +209,8 @@ def raw_fill(raw: Raw, count: int, due: datetime) -> None:
     """The raw table afresh (no dead rows left by an earlier run), with ``count`` rows due at ``due``."""
     raw.run(f"TRUNCATE {RAW_JOB}" if pg() else f"DELETE FROM {RAW_JOB}")
     cte, params = series(1, count)
-    raw.run(f"{cte}INSERT INTO {RAW_JOB} (state, next_check_at) SELECT 'scheduled', %s FROM g", [*params, raw.when(due)])
+    raw.run(f"{cte}INSERT INTO {RAW_JOB} (state, next_check_at) SELECT 'scheduled', %s FROM g",
+            [*params, raw.when(due)])
     raw.run(f"VACUUM ANALYZE {RAW_JOB}" if pg() else f"ANALYZE {RAW_JOB}")
 
 
@@ -337,7 +341,8 @@ class WorkerRun:
         deadline = time.monotonic() + 120
         while not Worker.objects.filter(pid=self.proc.pid, stopped_at=None, last_slot_at__isnull=False).exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"prescient_worker did not start: {self.proc.stderr.read() if self.proc.stderr else ''}")
+                stderr = self.proc.stderr.read() if self.proc.stderr else ""
+                raise RuntimeError(f"prescient_worker did not start: {stderr}")
             time.sleep(0.05)
 
     @property
@@ -408,14 +413,14 @@ def sweep(res: Results, raw: Raw, sizes: dict[str, Any], profile: str | None) ->
     for run in range(runs):
         now = timezone.now()
         raw_fill(raw, count, now - timedelta(hours=1))
-        seconds, done = timed(lambda: raw_sweep(raw, now))
+        seconds, done = timed(lambda: raw_sweep(raw, now))  # noqa: B023 (called at once)
         assert done == count, done
         res.add("raw.sweep", count / seconds)
 
         clear_jobs()
         add_jobs(1, count, now - timedelta(hours=1))
         vacuum("prescient_futurejob", "prescient_jobhistory")
-        seconds, summary = timed(lambda: scheduler.tick(now))
+        seconds, summary = timed(lambda: tick(now))  # noqa: B023 (called at once)
         assert summary.processed == count, summary.line()
         res.add("sweep.tick", count / seconds)
         log(f"sweep run {run + 1}/{runs}: raw {res.values['raw.sweep'][-1]:,.0f}/s, tick {count / seconds:,.0f}/s")
@@ -439,10 +444,10 @@ def sweep(res: Results, raw: Raw, sizes: dict[str, Any], profile: str | None) ->
         for agent in agents:
             agent.close()
     with workers(1) as (first,):
-        for run in range(runs):
+        for _run in range(runs):
             res.add("sweep.worker", sweep_by_workers(count))
         with workers(1):
-            for run in range(runs):
+            for _run in range(runs):
                 res.add("sweep.workers2", sweep_by_workers(count))
         log(f"workers: one {statistics.median(res.values['sweep.worker']):,.0f}/s, "
             f"two {statistics.median(res.values['sweep.workers2']):,.0f}/s")
@@ -463,7 +468,7 @@ def profile_tick(count: int, path: str) -> None:
     vacuum("prescient_futurejob", "prescient_jobhistory")
     profiler = Profiler(interval=0.0005)
     profiler.start()
-    scheduler.tick(now)
+    tick(now)
     profiler.stop()
     Path(path).write_text(profiler.output_text(unicode=False, color=False))
     log(f"profile of one tick over {count:,} jobs written to {path}")
@@ -531,7 +536,7 @@ def notify_latencies(samples: int) -> list[float]:
     thread.join(70)
     listener.close()
     sender.close()
-    return [r - s for s, r in zip(sent, received)]
+    return [r - s for s, r in zip(sent, received, strict=False)]  # a lost notification is left out
 
 
 def memory(res: Results, worker: WorkerRun, sizes: dict[str, Any]) -> None:
@@ -568,15 +573,15 @@ def idle_and_scaling(res: Results, raw: Raw, sizes: dict[str, Any]) -> None:
     for run in range(runs):
         probes = {
             "raw.claim_idle": lambda: raw.run(claim_sql, [when]).fetchall(),
-            "idle.due_query": lambda: scheduler.survey(now),
-            "idle.claim": lambda: scheduler.claim(now, 100, "tick:bench:idle"),
-            "idle.tick": lambda: scheduler.tick(now),
+            "idle.due_query": lambda: engine_sweep.survey(now),
+            "idle.claim": lambda: store.claim(now, 100, "tick:bench:idle"),
+            "idle.tick": lambda: tick(now),
         }
         if pg():
             # prescient's due query as a prepared statement: what it costs without being
             # planned anew at each call (Django binds parameters client-side, so it is).
-            survey_sql, survey_params = scheduler._survey_statement(now, now - timedelta(minutes=2))
-            probes["idle.due_query_prepared"] = lambda: raw.run(survey_sql, survey_params).fetchall()
+            survey_sql, survey_params = engine_sweep._survey_statement(now, now - timedelta(minutes=2))
+            probes["idle.due_query_prepared"] = lambda: raw.run(survey_sql, survey_params).fetchall()  # noqa: B023
         samples: dict[str, list[float]] = {key: [] for key in probes}
         for _ in range(reps):  # round robin, so that every probe sees the same noise
             for key, probe in probes.items():
@@ -593,18 +598,19 @@ def idle_and_scaling(res: Results, raw: Raw, sizes: dict[str, Any]) -> None:
     for due in sizes["due"]:
         ensure_items(due)
         analyze("bench_item")
-        for run in range(runs):
+        for _run in range(runs):
             now = timezone.now()
             add_jobs(1, due, now - timedelta(hours=1))
             analyze("prescient_futurejob")
-            seconds, summary = timed(lambda: scheduler.tick(now))
+            seconds, summary = timed(lambda: tick(now))  # noqa: B023 (called at once)
             assert summary.processed == due, summary.line()
             res.add(f"scaling.tick.{due}", seconds)
             res.add(f"scaling.per_job.{due}", seconds / due * 1e6)
             q("DELETE FROM prescient_futurejob WHERE id > %s", [base_max])
             q("TRUNCATE prescient_jobhistory")
             vacuum("prescient_futurejob")
-        log(f"scaling {due:,} due among {pending:,}: {statistics.median(res.values[f'scaling.per_job.{due}']):.1f} us/job")
+        per_job = statistics.median(res.values[f"scaling.per_job.{due}"])
+        log(f"scaling {due:,} due among {pending:,}: {per_job:.1f} us/job")
     raw.run(f"TRUNCATE {RAW_JOB}" if pg() else f"DELETE FROM {RAW_JOB}")
     clear_jobs()
 

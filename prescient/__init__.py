@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .checks import Check, check, get_check
 from .exceptions import (
     AlreadyRegistered,
     CheckTimeout,
@@ -20,11 +21,9 @@ from .exceptions import (
     PrescientError,
     UnknownCheck,
 )
-from .registry import Check, check, get_check
 
 if TYPE_CHECKING:
-    from .scheduler import tick
-    from .services import (
+    from .engine.verbs import (
         JobNotFound,
         cancel,
         kill,
@@ -35,22 +34,23 @@ if TYPE_CHECKING:
         schedule_many,
         sleep,
     )
+    from .runtime.tick import tick
 
 __version__ = "0.1.0"
 
 # The verbs touch models, which cannot be imported before Django's app registry is ready,
 # so they are loaded on first use.
 _LAZY = {
-    "schedule": "services",
-    "schedule_many": "services",
-    "cancel": "services",
-    "pause": "services",
-    "release": "services",
-    "kill": "services",
-    "run_now": "services",
-    "sleep": "services",
-    "JobNotFound": "services",
-    "tick": "scheduler",
+    "schedule": "engine.verbs",
+    "schedule_many": "engine.verbs",
+    "cancel": "engine.verbs",
+    "pause": "engine.verbs",
+    "release": "engine.verbs",
+    "kill": "engine.verbs",
+    "run_now": "engine.verbs",
+    "sleep": "engine.verbs",
+    "JobNotFound": "engine.verbs",
+    "tick": "runtime.tick",
 }
 
 __all__ = [

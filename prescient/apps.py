@@ -10,16 +10,22 @@ class PrescientConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
+        from . import system_checks  # noqa: F401  (registers the system checks)
+        from .kinds import register_builtin
+        from .maintenance import register_builtin as register_upkeep
 
+        register_builtin()
+        register_upkeep()
         # Each installed app may declare its checks in <app>/prescient_checks.py.
         autodiscover_modules("prescient_checks")
         # With prescient as a django.tasks backend, each app's tasks.py defines tasks: importing
-        # it registers them (the worker then knows them; nothing is imported by name).
+        # it registers them (the worker then knows them; a task defined in another module of an
+        # installed app is imported when one of its jobs first needs it).
         from django.conf import settings
 
         backends = getattr(settings, "TASKS", None) or {}
-        if any(isinstance(cfg, dict) and cfg.get("BACKEND") == "prescient.tasks.PrescientBackend" for cfg in backends.values()):
-            from .tasks import discover
+        ours = "prescient.tasks.PrescientBackend"
+        if any(isinstance(cfg, dict) and cfg.get("BACKEND") == ours for cfg in backends.values()):
+            from .kinds.tasks import discover
 
             discover()

@@ -1,103 +1,157 @@
-"""System checks: bad settings and broken check registrations are reported by ``manage.py check``."""
+"""What a check is: the registry of check definitions, names to code.
+
+Only code registers checks (``@prescient.check``); nothing is imported by name. A definition
+carries a job's timeout, retries, re-checks and horizon, whatever its kind; how a job of each
+kind runs is :mod:`prescient.kinds`'s business.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.apps import apps
-from django.conf import settings
-from django.core.checks import Error, Tags, Warning, register
-from django.utils.module_loading import import_string
+from django.db import models
 
-from .conf import DEFAULTS
-from .registry import registered
+from .conf import setting
+from .exceptions import AlreadyRegistered, UnknownCheck
 
-MINUTES_PER_DAY = 24 * 60
+if TYPE_CHECKING:
+    from .models import FutureJob
+
+CheckResult = timedelta | datetime | None
+CheckFunc = Callable[[Any, "FutureJob"], CheckResult]
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+@dataclass(frozen=True)
+class Check:
+    """A registered check: its name, its function, the model it is about and its overrides."""
+
+    name: str
+    func: Callable[..., Any]
+    model_label: str | None = None
+    timeout_seconds: float | None = None
+    max_checks: int | None = None
+    horizon_days: float | None = None
+    max_retries: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    #: The kind of the jobs it makes (see prescient.engine.kind).
+    kind: str = "check"
+
+    @property
+    def model(self) -> type[models.Model] | None:
+        """The model class this check is about (resolved when first asked, after apps load)."""
+        if self.model_label is None:
+            return None
+        return apps.get_model(self.model_label)
+
+    @property
+    def timeout(self) -> float:
+        return float(self.timeout_seconds if self.timeout_seconds is not None else setting("TIMEOUT_SECONDS"))
+
+    @property
+    def checks_allowed(self) -> int:
+        return int(self.max_checks if self.max_checks is not None else setting("MAX_CHECKS"))
+
+    @property
+    def horizon(self) -> timedelta:
+        days = self.horizon_days if self.horizon_days is not None else setting("HORIZON_DAYS")
+        return timedelta(days=float(days))
+
+    @property
+    def retries_allowed(self) -> int:
+        return int(self.max_retries if self.max_retries is not None else setting("MAX_RETRIES"))
 
 
-@register(Tags.compatibility)
-def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    errors: list[Any] = []
-    conf = getattr(settings, "PRESCIENT", {})
-    if not isinstance(conf, dict):
-        return [Error("settings.PRESCIENT must be a dict", hint=f"got {type(conf).__name__}", id="prescient.E001")]
-    for key in conf:
-        if key not in DEFAULTS:
-            errors.append(
-                Error(
-                    f"Unknown setting PRESCIENT[{key!r}]",
-                    hint="Known settings: " + ", ".join(sorted(DEFAULTS)),
-                    id="prescient.E002",
-                )
-            )
-    values = {**DEFAULTS, **conf}
-    slot = values["SLOT_MINUTES"]
-    if not isinstance(slot, int) or isinstance(slot, bool) or slot <= 0 or MINUTES_PER_DAY % slot:
-        errors.append(
-            Error(
-                "PRESCIENT['SLOT_MINUTES'] must be a whole number of minutes that divides a day",
-                hint=f"expected e.g. 1, 5, 15, 30 or 60; got {slot!r}",
-                id="prescient.E003",
-            )
+_registry: dict[str, Check] = {}
+
+
+def _model_label(model: str | type[models.Model] | None) -> str | None:
+    if model is None:
+        return None
+    if isinstance(model, str):
+        if model.count(".") != 1:
+            raise ValueError(f"model must be 'app_label.ModelName', got {model!r}")
+        return model.lower()
+    return model._meta.label_lower
+
+
+def check(
+    name: str,
+    model: str | type[models.Model] | None = None,
+    *,
+    timeout_seconds: float | None = None,
+    max_checks: int | None = None,
+    horizon_days: float | None = None,
+    max_retries: int | None = None,
+) -> Callable[[F], F]:
+    """Register the decorated function as the check ``name``.
+
+    The function is called as ``func(instance, job)`` and returns ``None`` (done), a timedelta
+    or an aware datetime (check again then). ``model`` (``"app.Model"`` or the class) is the
+    model whose instances it is about; the keyword arguments override the ``PRESCIENT`` settings
+    for this check alone.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("A check needs a non-empty name")
+    label = _model_label(model)
+
+    def decorator(func: F) -> F:
+        entry = Check(
+            name=name,
+            func=func,
+            model_label=label,
+            timeout_seconds=timeout_seconds,
+            max_checks=max_checks,
+            horizon_days=horizon_days,
+            max_retries=max_retries,
         )
-    for key in ("TIMEOUT_SECONDS", "HORIZON_DAYS"):
-        if not _number(values[key]) or values[key] <= 0:
-            errors.append(
-                Error(f"PRESCIENT[{key!r}] must be a positive number", hint=f"got {values[key]!r}", id="prescient.E004")
+        existing = _registry.get(name)
+        if existing is not None and _identity(existing.func) != _identity(func):
+            raise AlreadyRegistered(
+                f"Check {name!r} is already registered to {_identity(existing.func)}; "
+                f"cannot register {_identity(func)} under the same name"
             )
-    for key in ("MAX_CHECKS", "MAX_RETRIES", "RECENT_ERRORS"):
-        if not isinstance(values[key], int) or isinstance(values[key], bool) or values[key] < 0:
-            errors.append(
-                Error(f"PRESCIENT[{key!r}] must be a whole number >= 0", hint=f"got {values[key]!r}", id="prescient.E005")
-            )
-    batch = values["BATCH_SIZE"]
-    if not isinstance(batch, int) or isinstance(batch, bool) or batch <= 0:
-        errors.append(Error("PRESCIENT['BATCH_SIZE'] must be a whole number > 0", hint=f"got {batch!r}", id="prescient.E006"))
-    stale = values["STALE_AFTER_SECONDS"]
-    if stale is not None and (not _number(stale) or stale <= 0):
-        errors.append(
-            Error("PRESCIENT['STALE_AFTER_SECONDS'] must be None or a positive number", hint=f"got {stale!r}", id="prescient.E007")
-        )
-    elif stale is not None and _number(values["TIMEOUT_SECONDS"]) and stale <= values["TIMEOUT_SECONDS"]:
-        errors.append(
-            Warning(
-                "PRESCIENT['STALE_AFTER_SECONDS'] is not longer than TIMEOUT_SECONDS",
-                hint="a slow but alive run could be buried; leave a grace period",
-                id="prescient.W001",
-            )
-        )
+        _registry[name] = entry
+        func.prescient_check = entry  # type: ignore[attr-defined]
+        return func
+
+    return decorator
+
+
+def _identity(func: Callable[..., Any]) -> str:
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
+
+
+def get_check(ref: str | Callable[..., Any] | Check) -> Check:
+    """The registered check for a name, a decorated function or a Check; UnknownCheck otherwise."""
+    if isinstance(ref, Check):
+        return ref
+    if callable(ref):
+        entry = getattr(ref, "prescient_check", None)
+        if isinstance(entry, Check) and _registry.get(entry.name) is entry:
+            return entry
+        raise UnknownCheck(_identity(ref))
     try:
-        handler = import_string(values["ERROR_HANDLER"])
-        if not callable(handler):
-            raise TypeError("not callable")
-    except (ImportError, TypeError, ValueError) as exc:
-        errors.append(
-            Error(
-                f"PRESCIENT['ERROR_HANDLER'] {values['ERROR_HANDLER']!r} cannot be used: {exc}",
-                hint="give the dotted path of a callable(job, check, now)",
-                id="prescient.E008",
-            )
-        )
-    return errors
+        return _registry[ref]
+    except (KeyError, TypeError):
+        raise UnknownCheck(ref) from None
 
 
-@register(Tags.models)
-def check_registry(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    errors: list[Any] = []
-    for entry in registered():
-        if entry.model_label is None or "task" in entry.options:  # django.tasks: about no model
-            continue
-        try:
-            apps.get_model(entry.model_label)
-        except LookupError:
-            errors.append(
-                Error(
-                    f"Check {entry.name!r} names model {entry.model_label!r}, which is not installed",
-                    id="prescient.E010",
-                )
-            )
-    return errors
+def registered() -> Iterator[Check]:
+    """Every registered check, by name."""
+    for name in sorted(_registry):
+        yield _registry[name]
+
+
+def add(entry: Check) -> None:
+    """Register a ready-made Check under its name, replacing any (used by other kinds of job)."""
+    _registry[entry.name] = entry
+
+
+def unregister(name: str) -> None:
+    """Forget a check (for tests and reloads)."""
+    _registry.pop(name, None)

@@ -22,7 +22,7 @@ DEFAULTS: dict[str, Any] = {
     # A reservation older than this is presumed lost with its worker (None: timeout + 60 s).
     "STALE_AFTER_SECONDS": None,
     # Dotted path of the callable that decides what follows a failed run.
-    "ERROR_HANDLER": "prescient.errors.retry_next_slot",
+    "ERROR_HANDLER": "prescient.retries.retry_next_slot",
     # Errors kept on a job (oldest dropped first).
     "RECENT_ERRORS": 10,
     # prescient_worker: how often it heart-beats and renews the leases of its claims.

@@ -1,51 +1,6 @@
-"""Error handlers: what follows a failed run. Choose one with ``PRESCIENT["ERROR_HANDLER"]``.
+"""Kept so that settings naming ``prescient.errors.<policy>`` go on working: the retry policies
+live in :mod:`prescient.retries`."""
 
-A handler is called as ``handler(job, check, now)`` after a failed run, with
-``job.failure_count`` and ``job.recent_errors`` already including that failure (``check`` is
-``None`` when the check is no longer registered). It returns when to try again (an aware
-datetime, kept as it is: the built-ins round it to a slot with :mod:`prescient.slots`) or
-``None`` to end the job with outcome ``failed``.
-"""
+from prescient.retries import ErrorHandler, exponential_backoff, get_handler, retry_next_slot
 
-from __future__ import annotations
-
-from collections.abc import Callable
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Optional
-
-from django.utils.module_loading import import_string
-
-from . import slots
-from .conf import setting
-
-if TYPE_CHECKING:
-    from .models import FutureJob
-    from .registry import Check
-
-ErrorHandler = Callable[["FutureJob", Optional["Check"], datetime], Optional[datetime]]
-
-
-def _retries(check: Check | None) -> int:
-    return check.retries_allowed if check is not None else int(setting("MAX_RETRIES"))
-
-
-def retry_next_slot(job: FutureJob, check: Check | None, now: datetime) -> datetime | None:
-    """Retry at the next slot; fail once the job has failed more than its retries allow."""
-    if job.failure_count > _retries(check):
-        return None
-    return slots.next_after(now, int(setting("SLOT_MINUTES")))
-
-
-def exponential_backoff(job: FutureJob, check: Check | None, now: datetime) -> datetime | None:
-    """Retry after 1, 2, 4, 8 … slots; fail once the job has failed more than its retries allow."""
-    if job.failure_count > _retries(check):
-        return None
-    slot_minutes = int(setting("SLOT_MINUTES"))
-    wait = timedelta(minutes=slot_minutes) * (2 ** max(job.failure_count - 1, 0))
-    return slots.next_check(now + wait, now, slot_minutes)
-
-
-def get_handler() -> ErrorHandler:
-    """The configured error handler."""
-    handler: ErrorHandler = import_string(setting("ERROR_HANDLER"))
-    return handler
+__all__ = ["ErrorHandler", "exponential_backoff", "get_handler", "retry_next_slot"]

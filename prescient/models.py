@@ -32,6 +32,9 @@ class FutureJobQuerySet(models.QuerySet["FutureJob"]):
 class FutureJob(models.Model):
     """One pending check of one entity. Finished jobs leave this table for :class:`JobHistory`."""
 
+    #: Which kind of job this is (see prescient.engine.kind): it decides how the job runs.
+    #: A database default too: rows written without it (raw SQL, older code) are checks.
+    kind = models.CharField(_("kind"), max_length=32, default="check", db_default="check")
     entity_name = models.CharField(_("entity"), max_length=100, help_text=_("Model label, e.g. shop.order"))
     entity_key = models.CharField(_("entity key"), max_length=255)
     job_exec = models.CharField(_("check"), max_length=200)
@@ -100,6 +103,7 @@ class JobHistory(models.Model):
     """Exactly one row per job that left the live table, written in the same transaction."""
 
     job_id = models.BigIntegerField(_("job id"), db_index=True)
+    kind = models.CharField(_("kind"), max_length=32, default="check", db_default="check")
     entity_name = models.CharField(_("entity"), max_length=100)
     entity_key = models.CharField(_("entity key"), max_length=255)
     job_exec = models.CharField(_("check"), max_length=200)
@@ -118,8 +122,12 @@ class JobHistory(models.Model):
     # rolling deploy) are checks.
     queue = models.CharField(_("queue"), max_length=100, blank=True, default="", db_default="")
     priority = models.SmallIntegerField(_("priority"), default=0, db_default=0)
-    payload = models.JSONField(_("payload"), null=True, blank=True, help_text=_("A task's arguments, attempts and return value."))
-    errors = models.JSONField(_("errors"), default=list, blank=True, help_text=_("The job's recent errors when it ended."))
+    payload = models.JSONField(
+        _("payload"), null=True, blank=True, help_text=_("A task's arguments, attempts and return value.")
+    )
+    errors = models.JSONField(
+        _("errors"), default=list, blank=True, help_text=_("The job's recent errors when it ended.")
+    )
 
     class Meta:
         verbose_name = _("job history")
@@ -139,6 +147,7 @@ class JobHistory(models.Model):
         """The history row for ``job`` ending with ``outcome`` (not saved)."""
         fields = {
             "job_id": job.pk,
+            "kind": job.kind,
             "entity_name": job.entity_name,
             "entity_key": job.entity_key,
             "job_exec": job.job_exec,
@@ -217,7 +226,9 @@ class ApiToken(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="prescient_api_tokens",
         verbose_name=_("user"), help_text=_("The token acts on behalf of this user, with their permissions."),
     )
-    prefix = models.CharField(_("prefix"), max_length=16, editable=False, help_text=_("The start of the secret, to recognise it."))
+    prefix = models.CharField(
+        _("prefix"), max_length=16, editable=False, help_text=_("The start of the secret, to recognise it.")
+    )
     digest = models.CharField(_("digest"), max_length=64, unique=True, editable=False)
     all_checks = models.BooleanField(
         _("all checks"), default=False, help_text=_("Allow every check, including checks registered later.")

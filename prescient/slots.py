@@ -6,11 +6,11 @@ of every hour in UTC (and in every zone whose offset is a whole number of slots)
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from .exceptions import InvalidTime
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def require_aware(value: datetime, what: str = "time") -> datetime:

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Max, Min
 from django.utils import timezone
 
+from .conf import stale_after_seconds
 from .models import FutureJob, Worker
 from .states import State
-from .worker import alive_workers
+
+
+def alive_workers(now: datetime | None = None) -> list[Worker]:
+    """Workers that heart-beat within the stale period and have not stopped."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=stale_after_seconds())
+    return list(Worker.objects.filter(stopped_at__isnull=True, heartbeat_at__gte=cutoff))
 
 
 @dataclass

@@ -4,14 +4,14 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.db import connection
 
-from prescient import registry
+from prescient import checks as registry
 from prescient.models import FutureJob
 from prescient.states import State
 from tests.testapp.models import Thing
@@ -19,7 +19,7 @@ from tests.testapp.models import Thing
 ROOT = Path(__file__).resolve().parent.parent
 
 #: A fixed "now" on a slot boundary: Sunday 2026-11-22 10:00 UTC.
-T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 
 
 def on_postgres() -> bool:

@@ -24,6 +24,7 @@ def test_demo__once_prints_login_and_ticks_the_seeded_orders(tmp_path: Path) -> 
         capture_output=True,
         text=True,
         timeout=60,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert "login: http://127.0.0.1:8000/admin/  user: admin  password: admin" in result.stdout

@@ -1,13 +1,12 @@
 """Rule 1: due times round up to slot boundaries aligned to the UTC epoch."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from prescient import slots
 from prescient.exceptions import InvalidTime
 
-UTC = timezone.utc
 T = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 
 
@@ -23,11 +22,11 @@ T = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
         (datetime(2026, 11, 22, 23, 50, tzinfo=UTC), datetime(2026, 11, 23, 0, 0, tzinfo=UTC)),
     ],
 )
-def test_rule1_round_up__at_and_around_boundaries(value, expected):
+def test_round_up__at_and_around_boundaries(value, expected):
     assert slots.round_up(value, 15) == expected
 
 
-def test_rule1_round_up__other_offsets_align_to_utc():
+def test_round_up__other_offsets_align_to_utc():
     # 10:05 at +05:30 is 04:35 UTC, which rounds up to 04:45 UTC (10:15 local).
     ist = timezone(timedelta(hours=5, minutes=30))
     value = datetime(2026, 11, 22, 10, 5, tzinfo=ist)
@@ -35,7 +34,7 @@ def test_rule1_round_up__other_offsets_align_to_utc():
 
 
 @pytest.mark.parametrize("minutes", [1, 5, 15, 30, 60, 1440])
-def test_rule1_round_up__is_a_boundary_and_not_earlier(minutes):
+def test_round_up__is_a_boundary_and_not_earlier(minutes):
     value = datetime(2026, 11, 22, 10, 7, 31, 123, tzinfo=UTC)
     rounded = slots.round_up(value, minutes)
     assert rounded >= value

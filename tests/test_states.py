@@ -8,17 +8,20 @@ from pathlib import Path
 import pytest
 
 import prescient
-from prescient import scheduler, services, states
+from prescient import states
+from prescient.engine import store, sweep
+from prescient.engine import verbs as services
+from prescient.engine.decisions import Decision, TickSummary
 from prescient.exceptions import InvalidTransition
+from prescient.maintenance import rescuer
 from prescient.models import FutureJob, JobHistory
-from prescient.scheduler import Decision, TickSummary
 from prescient.states import END, LAST, MOVES, RUN_EVENTS, Event, Outcome, State
 
 pytestmark = pytest.mark.django_db
 
 SLOT = timedelta(minutes=15)
 TOKEN = "tick:0:walk"
-WORKER_TOKEN = scheduler.WORKER_TOKEN_PREFIX + "0:walk"
+WORKER_TOKEN = sweep.WORKER_TOKEN_PREFIX + "0:walk"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "states.md"
 
 PAIRS = [(state, event) for state in State for event in Event]
@@ -54,9 +57,9 @@ SETTLED_EVENTS = {Event.RESCHEDULE, Event.RETRY, Event.FINISH, Event.HAND_BACK}
 def apply(event, job, thing, now):
     """Send ``event`` through the code that sends it in production."""
     if event == Event.CLAIM:
-        return scheduler.claim(now, 10, "tick:0:claimer")
+        return store.claim(now, 10, "tick:0:claimer")
     if event in (Event.BURY, Event.RECLAIM):
-        return scheduler.bury_stale(now)
+        return rescuer.rescue(now)
     if event in (Event.RESCHEDULE, Event.RETRY, Event.FINISH, Event.HAND_BACK):
         decision = Decision(
             job=FutureJob.objects.get(pk=job.pk),
@@ -66,7 +69,7 @@ def apply(event, job, thing, now):
             ran=event != Event.HAND_BACK,
         )
         summary = TickSummary()
-        scheduler.settle([decision], TOKEN, now, summary)
+        store.settle([decision], TOKEN, now, summary)
         return summary
     if event == Event.PAUSE:
         return services.pause(job=job.pk, now=now)
@@ -148,8 +151,9 @@ def test_every_state_and_event__lands_where_the_table_says_or_is_refused(make_jo
 
 def settle_completed(pk, now):
     job = FutureJob.objects.get(pk=pk)
-    scheduler.settle(
-        [Decision(job=job, event=Event.FINISH, outcome=Outcome.COMPLETED, ran=True)], job.reserved_by, now, TickSummary()
+    store.settle(
+        [Decision(job=job, event=Event.FINISH, outcome=Outcome.COMPLETED, ran=True)], job.reserved_by, now,
+        TickSummary(),
     )
 
 
@@ -158,7 +162,7 @@ def test_every_table_entry__is_a_known_state_and_event_with_a_valid_target():
     for (state, event), to in MOVES.items():
         assert state in State.values and event in Event.values
         assert to in targets
-    assert LAST == MOVES[(State.PAUSED, Event.RELEASE)]
+    assert MOVES[(State.PAUSED, Event.RELEASE)] == LAST
     assert all(event in Event.values for event in RUN_EVENTS)
 
 
@@ -169,7 +173,7 @@ def test_every_table_entry__is_a_known_state_and_event_with_a_valid_target():
 )
 def test_run_events__are_refused_without_a_run_in_flight(make_job, t0, state, event):
     job = make_job(state=state, last_state=State.SCHEDULED if state == State.PAUSED else "")
-    with pytest.raises(InvalidTransition, match=r"'%s' is not allowed \(no run in flight\)" % event.value):
+    with pytest.raises(InvalidTransition, match=rf"'{event.value}' is not allowed \(no run in flight\)"):
         states.target(job, event)
 
 
@@ -185,7 +189,7 @@ def test_claim__takes_only_due_scheduled_jobs(make_job, t0):
     make_job(next_check_at=t0 + SLOT)
     for state in (State.RUNNING, State.PAUSED, State.BURIED):
         make_job(state=state, next_check_at=t0 - SLOT, reserved_by="tick:9:x" if state == State.RUNNING else "")
-    claimed = scheduler.claim(t0, 10, "tick:0:one")
+    claimed = store.claim(t0, 10, "tick:0:one")
     assert [job.pk for job in claimed] == [due.pk]
     assert claimed[0].state == State.RUNNING and claimed[0].reserved_at == t0
 
@@ -218,11 +222,11 @@ def test_docs__contain_exactly_the_rendered_table():
 def test_render_markdown__has_a_row_per_state_and_a_cell_per_event():
     lines = states.render_markdown().splitlines()
     assert len(lines) == 2 + len(State)
-    for state, line in zip(State, lines[2:]):
+    for state, line in zip(State, lines[2:], strict=True):
         cells = [cell.strip() for cell in line.strip("|").split("|")]
         assert cells[0] == f"`{state.value}`"
         assert len(cells) == 1 + len(Event)
-        for event, cell in zip(Event, cells[1:]):
+        for event, cell in zip(Event, cells[1:], strict=True):
             to = MOVES.get((state, event))
             assert cell == ("·" if to is None else f"**{to}**" if to in (END, LAST) else str(to))
 
@@ -275,11 +279,11 @@ def test_default_handler__a_retry_is_due_the_next_slot_even_mid_slot(failing, ma
 
 def test_exponential_backoff__doubles_the_wait_then_fails(settings, failing, make_thing, t0):
     settings.PRESCIENT = {
-        **settings.PRESCIENT, "ERROR_HANDLER": "prescient.errors.exponential_backoff", "MAX_RETRIES": 4,
+        **settings.PRESCIENT, "ERROR_HANDLER": "prescient.retries.exponential_backoff", "MAX_RETRIES": 4,
     }
     thing = make_thing()
     due_times = run_failures(thing, failing, t0, ticks=10)
-    waits = [b - a for a, b in zip([t0, *due_times], due_times)]
+    waits = [b - a for a, b in zip([t0, *due_times], due_times, strict=False)]
     assert waits == [SLOT, 2 * SLOT, 4 * SLOT, 8 * SLOT]
     row = JobHistory.objects.get()
     assert (row.outcome, row.failure_count) == (Outcome.FAILED, 5)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from prescient.checks import check_registry, check_settings
+from prescient.system_checks import check_registry, check_settings
 
 
 def ids(errors):

@@ -9,5 +9,5 @@ Mount it in the host's URLconf with ``path("prescient/", include("prescient.urls
 - :mod:`~prescient.api.tokens`: issuing, checking and revoking API tokens.
 - :mod:`~prescient.api.errors`: the one error shape of every 4xx (and 503) answer.
 
-Every change to a job goes through the verbs of :mod:`prescient.services`.
+Every change to a job goes through the verbs of :mod:`prescient.engine.verbs`.
 """

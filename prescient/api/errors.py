@@ -10,8 +10,8 @@ whole) to its messages; it is empty when the error is not about one field.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import DatabaseError, IntegrityError
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from ninja import NinjaAPI
 
 logger = logging.getLogger(__name__)
+
+#: An exception handler of :func:`install`: the error to answer with.
+_Handler = TypeVar("_Handler", bound=Callable[..., "ApiError"])
 
 CODES = {
     400: "invalid",
@@ -56,7 +59,12 @@ class ApiError(Exception):
         super().__init__(status, message)
 
     def payload(self) -> dict[str, Any]:
-        return {"status": self.status, "code": CODES.get(self.status, "error"), "message": self.message, "fields": self.fields}
+        return {
+            "status": self.status,
+            "code": CODES.get(self.status, "error"),
+            "message": self.message,
+            "fields": self.fields,
+        }
 
 
 def invalid(field: str, message: str) -> ApiError:
@@ -115,8 +123,8 @@ def render(api: NinjaAPI, request: HttpRequest, error: ApiError) -> HttpResponse
 def install(api: NinjaAPI) -> None:
     """Answer every expected failure with the error shape (unexpected ones still reach Django)."""
 
-    def handle(exc_class: type[Exception]) -> Any:
-        def decorator(func: Any) -> Any:
+    def handle(exc_class: type[Exception]) -> Callable[[_Handler], _Handler]:
+        def decorator(func: _Handler) -> _Handler:
             api.add_exception_handler(exc_class, lambda request, exc: render(api, request, func(request, exc)))
             return func
 
@@ -163,7 +171,7 @@ def install(api: NinjaAPI) -> None:
     def _prescient(request: HttpRequest, exc: PrescientError) -> ApiError:
         if isinstance(exc, InvalidTransition):
             return ApiError(409, str(exc))
-        if isinstance(exc, LookupError):  # services.JobNotFound
+        if isinstance(exc, LookupError):  # verbs.JobNotFound
             return not_found(str(exc))
         if isinstance(exc, UnknownCheck):
             return invalid("check", str(exc))

@@ -7,7 +7,7 @@ Times are ISO 8601 strings with a UTC offset; times in answers are in UTC (``...
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
@@ -74,7 +74,9 @@ EntityKey = Annotated[
 def _aware_time(value: Any) -> datetime:
     if not isinstance(value, str) or len(value) > 64:
         raise PydanticCustomError(
-            "datetime_type", "Give an ISO 8601 date and time with a UTC offset, e.g. {example}.", {"example": TIME_EXAMPLE}
+            "datetime_type",
+            "Give an ISO 8601 date and time with a UTC offset, e.g. {example}.",
+            {"example": TIME_EXAMPLE},
         )
     try:
         parsed = datetime.fromisoformat(value)
@@ -89,7 +91,7 @@ def _aware_time(value: Any) -> datetime:
             {"example": TIME_EXAMPLE},
         )
     try:
-        parsed.astimezone(timezone.utc)
+        parsed.astimezone(UTC)
     except OverflowError:
         raise PydanticCustomError("datetime_range", "The time is out of range.") from None
     return parsed
@@ -128,7 +130,9 @@ class EntityRef(Strict):
 class TaskIn(Strict):
     """Give exactly one of ``at`` and ``delay_seconds``."""
 
-    check: Text = Field(min_length=1, max_length=200, description="A registered check name.", examples=["shop.unshipped"])
+    check: Text = Field(
+        min_length=1, max_length=200, description="A registered check name.", examples=["shop.unshipped"]
+    )
     entity: EntityRef
     at: AwareTime | None = Field(None, description="When the first check is due (rounded up to a slot).")
     delay_seconds: StrictInt | None = Field(
@@ -206,7 +210,10 @@ class TaskPage(Schema):
 class KillOut(Schema):
     id: int
     result: Literal["ended", "requested"] = Field(
-        description="`ended`: the job is in the history now. `requested`: its run is in flight and it ends when the run returns."
+        description=(
+            "`ended`: the job is in the history now. "
+            "`requested`: its run is in flight and it ends when the run returns."
+        )
     )
 
 
@@ -253,6 +260,8 @@ class Health(Schema):
 
 class Error(Schema):
     status: int
-    code: Literal["invalid", "unauthenticated", "forbidden", "not_found", "method_not_allowed", "conflict", "unavailable"]
+    code: Literal[
+        "invalid", "unauthenticated", "forbidden", "not_found", "method_not_allowed", "conflict", "unavailable"
+    ]
     message: str
     fields: dict[str, list[str]] = Field(description="Messages per field (`body` for the body as a whole).")

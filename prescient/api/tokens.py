@@ -47,7 +47,8 @@ def issue(
 
     The scope is explicit: give the check names, or ``all_checks=True``.
     """
-    token = ApiToken(user=user, name=name, checks=sorted(set(checks)), all_checks=all_checks)
+    # Any AUTH_USER_MODEL will do: the plugin types the key as the test settings' user model.
+    token = ApiToken(user=user, name=name, checks=sorted(set(checks)), all_checks=all_checks)  # type: ignore[misc]
     secret = fill(token, now=now)
     token.save(force_insert=True)
     return token, secret

@@ -1,35 +1,36 @@
 """The endpoints of the JSON API, and the OpenAPI document generated from them.
 
-Small views over the verbs of :mod:`prescient.services`: parse (the schemas), authorise (the
+Small views over the verbs of :mod:`prescient.engine.verbs`: parse (the schemas), authorise (the
 auth classes), call one verb, answer with a flat payload. Every failure an input can cause is
 answered with the error shape of :mod:`.errors`, never with a 500.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import DataError, DatabaseError, connection, models, transaction
+from django.db import DatabaseError, DataError, connection, models, transaction
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import NinjaAPI, Path, Query, Status
+from ninja import NinjaAPI, Query, Status
+from ninja.params import functions as params
 from ninja.parser import Parser
 
-from .. import __version__, services
+from .. import __version__
+from ..checks import Check, get_check
 from ..conf import setting, stale_after_seconds
+from ..engine import verbs
 from ..exceptions import InvalidTime, UnknownCheck
 from ..models import FutureJob, JobHistory, Worker
-from ..registry import Check, get_check
 from ..states import State
 from . import errors
 from .auth import ADD, CHANGE, VIEW, VIEW_HISTORY, Principal, caller, needs
 from .errors import ApiError, BodyError, forbidden, invalid, not_found
+from .payloads import MAX_ID, decode_cursor, history_out, page, task_out
 from .schemas import (
     Error,
     Health,
@@ -49,8 +50,6 @@ logger = logging.getLogger(__name__)
 
 #: Larger request bodies are refused (a job's payload is a few hundred bytes).
 MAX_BODY_BYTES = 64 * 1024
-#: Ids beyond this cannot exist (a 64-bit primary key).
-MAX_ID = 2**63 - 1
 
 DESCRIPTION = """\
 Create and steer prescient's future checks over HTTP.
@@ -98,79 +97,13 @@ def _errors(*codes: int) -> dict[Any, Any]:
     return {codes: Error}
 
 
-# --- payloads ---------------------------------------------------------------------------------
-
-
-def task_out(job: FutureJob) -> dict[str, Any]:
-    return {
-        "id": job.pk,
-        "check": job.job_exec,
-        "entity": {"model": job.entity_name, "key": job.entity_key},
-        "workflow": job.workflow,
-        "state": job.state,
-        "last_state": job.last_state or None,
-        "next_check_at": job.next_check_at,
-        "first_check_at": job.first_check_at,
-        "created_at": job.created_at,
-        "check_count": job.check_count,
-        "run_count": job.run_count,
-        "failure_count": job.failure_count,
-        "total_run_seconds": job.total_run_seconds,
-        "in_flight": job.in_flight,
-        "end_requested": job.end_requested or None,
-        "last_error": job.last_error,
-    }
-
-
-def history_out(row: JobHistory) -> dict[str, Any]:
-    return {
-        "id": row.pk,
-        "job_id": row.job_id,
-        "check": row.job_exec,
-        "entity": {"model": row.entity_name, "key": row.entity_key},
-        "workflow": row.workflow,
-        "outcome": row.outcome,
-        "check_count": row.check_count,
-        "run_count": row.run_count,
-        "failure_count": row.failure_count,
-        "total_run_seconds": row.total_run_seconds,
-        "first_check_at": row.first_check_at,
-        "created_at": row.created_at,
-        "finished_at": row.finished_at,
-        "last_error": row.last_error,
-        "reason": row.reason,
-    }
-
-
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _encode_cursor(pk: int) -> str:
-    return base64.urlsafe_b64encode(f"id:{pk}".encode()).decode().rstrip("=")
+_M = TypeVar("_M", bound=models.Model)
 
 
-def _decode_cursor(cursor: str) -> int:
-    """The id in a cursor made by :func:`_encode_cursor`; a 400 for anything else."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
-        kind, _, value = raw.partition(":")
-        pk = int(value) if kind == "id" and value.isdigit() else -1
-    except (binascii.Error, ValueError):
-        pk = -1
-    if not 0 <= pk <= MAX_ID:
-        raise invalid("cursor", "Not a cursor from this API: pass next_cursor of the previous page.")
-    return pk
-
-
-def _page(queryset: models.QuerySet[Any], limit: int) -> tuple[list[Any], str | None]:
-    rows = list(queryset[: limit + 1])
-    if len(rows) > limit:
-        rows = rows[:limit]
-        return rows, _encode_cursor(rows[-1].pk)
-    return rows, None
-
-
-def _scoped(queryset: models.QuerySet[Any], principal: Principal) -> models.QuerySet[Any]:
+def _scoped(queryset: models.QuerySet[_M], principal: Principal) -> models.QuerySet[_M]:
     scope = principal.scope()
     return queryset if scope is None else queryset.filter(job_exec__in=scope)
 
@@ -282,7 +215,7 @@ def create_task(request: HttpRequest, payload: TaskIn) -> Any:
     instance = _entity(check, payload.entity.model, payload.entity.key)
     at, delay = _first_due(payload)
     try:
-        job, created = services.schedule_job(
+        job, created = verbs.schedule_job(
             instance, check, at=at, delay=delay, workflow=payload.workflow, replace=payload.replace,
             now=timezone.now(),
         )
@@ -314,8 +247,8 @@ def list_tasks(request: HttpRequest, filters: Query[TaskFilters]) -> Any:
     if filters.entity:
         queryset = _by_entity(queryset, filters.entity)
     if filters.cursor:
-        queryset = queryset.filter(pk__gt=_decode_cursor(filters.cursor))
-    rows, next_cursor = _page(queryset.order_by("pk"), filters.limit)
+        queryset = queryset.filter(pk__gt=decode_cursor(filters.cursor))
+    rows, next_cursor = page(queryset.order_by("pk"), filters.limit)
     return {"items": [task_out(job) for job in rows], "next_cursor": next_cursor}
 
 
@@ -343,7 +276,7 @@ def pause_task(request: HttpRequest, job_id: int) -> Any:
     """A scheduled job is no longer claimed; a running one finishes its run and stays paused.
     Pausing a paused job changes nothing; a buried job cannot be paused (409)."""
     job = _job(caller(request), job_id)
-    services.pause(job=job.pk)
+    verbs.pause(job=job.pk)
     return task_out(_fresh(job.pk))
 
 
@@ -359,7 +292,7 @@ def release_task(request: HttpRequest, job_id: int) -> Any:
     """Back to the state it was paused in. Releasing a job that is not paused changes nothing;
     a buried job cannot be released (409)."""
     job = _job(caller(request), job_id)
-    services.release(job=job.pk)
+    verbs.release(job=job.pk)
     return task_out(_fresh(job.pk))
 
 
@@ -374,7 +307,7 @@ def release_task(request: HttpRequest, job_id: int) -> Any:
 def run_task(request: HttpRequest, job_id: int) -> Any:
     """A scheduled or buried job becomes due at once (the next tick runs it); 409 otherwise."""
     job = _job(caller(request), job_id)
-    return task_out(services.run_now(job.pk))
+    return task_out(verbs.run_now(job.pk))
 
 
 @api.post(
@@ -390,7 +323,7 @@ def kill_task(request: HttpRequest, job_id: int, payload: KillIn) -> Any:
     returns (``result: requested``)."""
     principal = caller(request)
     job = _job(principal, job_id)
-    result = services.kill(job.pk, payload.reason)
+    result = verbs.kill(job.pk, payload.reason)
     logger.info("api: job id=%s kill %s by user=%s", job.pk, result, principal.user.pk)
     return {"id": job.pk, "result": result}
 
@@ -417,10 +350,10 @@ def _workflow_caller(request: HttpRequest, name: str) -> Principal:
     operation_id="pause_workflow",
     summary="Pause a workflow",
 )
-def pause_workflow(request: HttpRequest, name: Text = Path(..., max_length=200)) -> Any:
+def pause_workflow(request: HttpRequest, name: Text = params.Path(..., max_length=200)) -> Any:
     """Pauses its jobs, and jobs scheduled into it later start paused, until it is released."""
     _workflow_caller(request, name)
-    changed = services.pause(workflow=name)
+    changed = verbs.pause(workflow=name)
     return {"name": name, "paused": True, "changed": changed}
 
 
@@ -432,10 +365,10 @@ def pause_workflow(request: HttpRequest, name: Text = Path(..., max_length=200))
     operation_id="release_workflow",
     summary="Release a workflow",
 )
-def release_workflow(request: HttpRequest, name: Text = Path(..., max_length=200)) -> Any:
+def release_workflow(request: HttpRequest, name: Text = params.Path(..., max_length=200)) -> Any:
     """Each paused job of the workflow returns to the state it was paused in."""
     _workflow_caller(request, name)
-    changed = services.release(workflow=name)
+    changed = verbs.release(workflow=name)
     return {"name": name, "paused": False, "changed": changed}
 
 
@@ -464,8 +397,8 @@ def list_history(request: HttpRequest, filters: Query[HistoryFilters]) -> Any:
     if filters.job_id is not None:
         queryset = queryset.filter(job_id=filters.job_id)
     if filters.cursor:
-        queryset = queryset.filter(pk__lt=_decode_cursor(filters.cursor))
-    rows, next_cursor = _page(queryset.order_by("-pk"), filters.limit)
+        queryset = queryset.filter(pk__lt=decode_cursor(filters.cursor))
+    rows, next_cursor = page(queryset.order_by("-pk"), filters.limit)
     return {"items": [history_out(row) for row in rows], "next_cursor": next_cursor}
 
 

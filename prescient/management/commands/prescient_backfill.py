@@ -5,17 +5,17 @@ from __future__ import annotations
 import argparse
 import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import models
 from django.db.models.functions import Cast
 
+from prescient.checks import get_check
+from prescient.engine.verbs import schedule_many
 from prescient.exceptions import PrescientError
 from prescient.models import FutureJob
-from prescient.registry import get_check
-from prescient.services import schedule_many
 
 from ._args import aware_datetime, positive_int
 
@@ -138,14 +138,16 @@ class Command(BaseCommand):
         """``field=value`` pairs as exact lookups on concrete fields, values converted by the field."""
         lookups: dict[str, Any] = {}
         for name, text in filters:
+            field: models.Field[Any, Any] | models.ForeignObjectRel | None
             try:
                 field = model._meta.get_field(name)
             except FieldDoesNotExist:
                 field = next((f for f in model._meta.concrete_fields if f.attname == name), None)  # e.g. customer_id
-            if field is None or not getattr(field, "concrete", False) or field.many_to_many:
+            if not isinstance(field, models.Field) or not field.concrete or field.many_to_many:
                 known = ", ".join(sorted({f.name for f in model._meta.concrete_fields}))
                 raise CommandError(f"{model._meta.label} has no field {name!r} to filter on (fields: {known}).")
-            target = field.target_field if field.is_relation else field  # type: ignore[union-attr]
+            # A concrete relation is a foreign key: filter on the value of the field it points to.
+            target = cast("models.ForeignKey[Any, Any]", field).target_field if field.is_relation else field
             value: Any = text
             if isinstance(target, models.BooleanField):
                 lowered = text.strip().lower()

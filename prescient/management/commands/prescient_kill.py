@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from prescient.engine.verbs import kill
 from prescient.exceptions import PrescientError
-from prescient.services import kill
 
 from ._args import positive_int
 
@@ -17,7 +17,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--id", type=positive_int, dest="job_id", metavar="ID", required=True, help="The job to kill.")
+        parser.add_argument(
+            "--id", type=positive_int, dest="job_id", metavar="ID", required=True, help="The job to kill."
+        )
         parser.add_argument("--reason", required=True, help="Why: kept in the job's history row.")
 
     def handle(self, *args: Any, **options: Any) -> None:

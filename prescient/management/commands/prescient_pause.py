@@ -1,4 +1,4 @@
-from prescient.services import pause
+from prescient.engine.verbs import pause
 
 from ._steer import SteerCommand
 

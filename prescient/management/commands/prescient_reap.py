@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
-from prescient.scheduler import bury_stale
+from prescient.maintenance.rescuer import rescue
 
 from ._args import aware_datetime
 
@@ -25,5 +25,5 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        count = bury_stale(options["now"] or timezone.now())
+        count = rescue(options["now"] or timezone.now())
         self.stdout.write(f"prescient reap: buried={count}")

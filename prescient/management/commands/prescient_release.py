@@ -1,4 +1,4 @@
-from prescient.services import release
+from prescient.engine.verbs import release
 
 from ._steer import SteerCommand
 

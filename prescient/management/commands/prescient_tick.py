@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from prescient.scheduler import tick
+from prescient.runtime.tick import tick
 
 from ._args import aware_datetime, positive_int
 

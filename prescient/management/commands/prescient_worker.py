@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from prescient.worker import WorkerProcess
+from prescient.runtime.worker import WorkerProcess
 
 from ._args import positive_int
 
@@ -32,7 +32,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["verbosity"] >= 1 and not logging.getLogger("prescient").handlers and not logging.getLogger().handlers:
+        if (
+            options["verbosity"] >= 1
+            and not logging.getLogger("prescient").handlers
+            and not logging.getLogger().handlers
+        ):
             logging.basicConfig(
                 stream=sys.stderr, level=logging.INFO if options["verbosity"] >= 2 else logging.WARNING,
                 format="%(asctime)s %(levelname)s %(name)s %(message)s",

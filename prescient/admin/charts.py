@@ -1,0 +1,183 @@
+"""The dashboard's charts, laid out here and drawn as SVG by ``prescient/admin/chart.html``.
+
+Pure geometry: bucket lengths (:func:`bucket_minutes`), the scale (:func:`nice_ceiling`), and
+stacked bars (:func:`build_chart`) from counts that :func:`prescient.queries.bucket_counts`
+takes from the database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.utils import dateformat, timezone
+from django.utils.translation import gettext
+
+#: A chart has at most this many bars: a longer span takes buckets of several slots.
+MAX_BARS = 168
+#: Bucket lengths that read well, in minutes (a bucket is also a whole number of slots).
+NICE_MINUTES = (1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 720, 1440)
+DAY_MINUTES = 24 * 60
+WEEK_MINUTES = 7 * DAY_MINUTES
+# The SVG's own coordinates; it scales to the page's width.
+CHART_WIDTH, CHART_HEIGHT = 720, 170
+PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 40, 8, 10, 22
+
+
+def bucket_minutes(span_minutes: int, slot_minutes: int) -> int:
+    """The shortest bucket of whole slots, of a length that reads well, giving at most MAX_BARS bars."""
+    for minutes in sorted({slot_minutes, *NICE_MINUTES}):
+        if minutes % slot_minutes == 0 and span_minutes % minutes == 0 and span_minutes // minutes <= MAX_BARS:
+            return minutes
+    return span_minutes
+
+
+def bucket_label(minutes: int, slot_minutes: int) -> str:
+    """``15 min (one slot)``, ``1 h (4 slots)``."""
+    length = (
+        gettext("%(count)d min") % {"count": minutes}
+        if minutes < 60 or minutes % 60
+        else gettext("%(count)d h") % {"count": minutes // 60}
+    )
+    slots_in = minutes // slot_minutes
+    count = gettext("one slot") if slots_in == 1 else gettext("%(count)d slots") % {"count": slots_in}
+    return f"{length} ({count})"
+
+
+def nice_ceiling(value: int) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50 … at or above ``value`` (the top of a chart's scale)."""
+    step = 1
+    while True:
+        for factor in (1, 2, 5):
+            if factor * step >= value:
+                return factor * step
+        step *= 10
+
+
+def _coordinate(value: float) -> str:
+    # Formatted here: a template would localize the decimal separator.
+    return f"{value:.1f}"
+
+
+@dataclass
+class Series:
+    key: str
+    label: str
+    total: int = 0
+
+    @property
+    def css(self) -> str:
+        return f"prescient-s-{self.key}"
+
+
+@dataclass
+class Segment:
+    css: str
+    x: str
+    y: str
+    width: str
+    height: str
+
+
+@dataclass
+class Bar:
+    title: str
+    segments: list[Segment]
+
+
+@dataclass
+class Tick:
+    x: str
+    y: str
+    label: str
+
+
+@dataclass
+class Chart:
+    """A stacked bar chart, laid out here and drawn as SVG by ``prescient/admin/chart.html``."""
+
+    key: str
+    title: str
+    caption: str
+    empty_text: str
+    series: list[Series]
+    total: int = 0
+    bars: list[Bar] = field(default_factory=list)
+    x_ticks: list[Tick] = field(default_factory=list)
+    y_ticks: list[Tick] = field(default_factory=list)
+    width: int = CHART_WIDTH
+    height: int = CHART_HEIGHT
+    left: int = PAD_LEFT
+    right: int = CHART_WIDTH - PAD_RIGHT
+    top: int = PAD_TOP
+    baseline: int = CHART_HEIGHT - PAD_BOTTOM
+
+    @property
+    def legend(self) -> list[Series]:
+        return [entry for entry in self.series if entry.total]
+
+    @property
+    def middle(self) -> tuple[str, str]:
+        return _coordinate((self.left + self.right) / 2), _coordinate((self.top + self.baseline) / 2)
+
+
+def build_chart(
+    chart: Chart,
+    counts: dict[tuple[int, str], int],
+    start: datetime,
+    minutes: int,
+    bars: int,
+    *,
+    label_every: int,
+    label_format: str,
+    title_format: str,
+) -> Chart:
+    """Lay out ``counts`` (from :func:`prescient.queries.bucket_counts`) as ``bars`` stacked bars from ``start``.
+
+    An x label goes on the first bar at or after each ``label_every`` minutes of local time.
+    """
+    bucket = timedelta(minutes=minutes)
+    for entry in chart.series:
+        entry.total = sum(n for (index, key), n in counts.items() if 0 <= index < bars and key == entry.key)
+    chart.total = sum(entry.total for entry in chart.series)
+    heights = [sum(counts.get((index, entry.key), 0) for entry in chart.series) for index in range(bars)]
+    scale = nice_ceiling(max(heights, default=0))
+    plot_height = chart.baseline - chart.top
+    step = (chart.right - chart.left) / bars
+    gap = min(step * 0.2, 2.0)
+    for index, height in enumerate(heights):
+        bar_start = start + bucket * index
+        local = timezone.localtime(bar_start)
+        x = chart.left + step * index
+        minute_of_day = local.hour * 60 + local.minute
+        if minute_of_day % label_every < minutes:
+            chart.x_ticks.append(
+                Tick(_coordinate(x), str(chart.baseline + 15), dateformat.format(local, label_format))
+            )
+        if not height:
+            continue
+        y = float(chart.baseline)
+        segments, parts = [], []
+        for entry in chart.series:
+            value = counts.get((index, entry.key), 0)
+            if not value:
+                continue
+            drawn = max(value / scale * plot_height, 1.0)
+            y -= drawn
+            segments.append(
+                Segment(
+                    entry.css, _coordinate(x + gap / 2), _coordinate(y), _coordinate(step - gap), _coordinate(drawn)
+                )
+            )
+            parts.append(f"{value} {entry.label}")
+        title = "{}–{}: {}".format(
+            dateformat.format(local, title_format),
+            dateformat.format(timezone.localtime(bar_start + bucket), "H:i"),
+            ", ".join(parts),
+        )
+        chart.bars.append(Bar(title, segments))
+    ticks = [0, scale // 2, scale] if scale % 2 == 0 else [0, scale]
+    for value in ticks:
+        y = chart.baseline - value / scale * plot_height
+        chart.y_ticks.append(Tick(str(chart.left - 6), _coordinate(y), str(value)))
+    return chart

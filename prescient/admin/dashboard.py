@@ -1,0 +1,170 @@
+"""The dashboard page of the job list: its view (:class:`DashboardMixin`) and what it shows.
+
+Counts per state, the oldest overdue job, live workers, and three charts (:mod:`.charts`): jobs
+due per slot in the next 24 hours, jobs finished per slot in the past 24 hours and 7 days.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import django
+from django.contrib import admin
+from django.contrib.admin.utils import quote
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
+from django.utils import timezone
+from django.utils.timesince import timesince
+from django.utils.translation import gettext
+
+from prescient import slots
+from prescient.admin.charts import DAY_MINUTES, WEEK_MINUTES, Chart, Series, bucket_label, bucket_minutes, build_chart
+from prescient.admin.display import STATE_COLOURS, AdminMixinBase, badge, can_view, when
+from prescient.conf import setting
+from prescient.kinds.links import admin_url, entity_link
+from prescient.models import FutureJob, JobHistory, Worker
+from prescient.queries import bucket_counts
+from prescient.states import Outcome, State
+from prescient.status import snapshot
+
+
+def dashboard_charts(now: datetime) -> list[Chart]:
+    """Jobs due per slot for the next 24 hours; jobs finished per slot for the past 24 hours and 7 days."""
+    slot_minutes = int(setting("SLOT_MINUTES"))
+    outcomes = [Series(outcome.value, str(outcome.label).lower()) for outcome in Outcome]
+    charts = []
+
+    minutes = bucket_minutes(DAY_MINUTES, slot_minutes)
+    start = slots.floor(now, minutes)
+    end = start + timedelta(days=1)
+    due = FutureJob.objects.filter(state=State.SCHEDULED, next_check_at__gte=start, next_check_at__lt=end)
+    chart = Chart(
+        "due",
+        gettext("Due in the next 24 hours"),
+        gettext("Scheduled jobs by due time, per %(bucket)s. Overdue jobs count under “due now”.")
+        % {"bucket": bucket_label(minutes, slot_minutes)},
+        gettext("No scheduled job is due in the next 24 hours."),
+        [Series(State.SCHEDULED.value, gettext("scheduled"))],
+    )
+    counts = bucket_counts(due, "next_check_at", start, minutes, key="state")
+    charts.append(
+        build_chart(
+            chart, counts, start, minutes, DAY_MINUTES // minutes,
+            label_every=180, label_format="H:i", title_format="H:i",
+        )
+    )
+
+    for key, title, span, label_every, label_format, title_format in (
+        ("day", gettext("Finished in the past 24 hours"), DAY_MINUTES, 180, "H:i", "H:i"),
+        ("week", gettext("Finished in the past 7 days"), WEEK_MINUTES, DAY_MINUTES, "D j", "D j, H:i"),
+    ):
+        minutes = bucket_minutes(span, slot_minutes)
+        end = slots.floor(now, minutes) + timedelta(minutes=minutes)
+        start = end - timedelta(minutes=span)
+        finished = JobHistory.objects.filter(finished_at__gte=start, finished_at__lt=end)
+        chart = Chart(
+            key,
+            title,
+            gettext("Jobs that left the live table, by outcome, per %(bucket)s.")
+            % {"bucket": bucket_label(minutes, slot_minutes)},
+            gettext("No job finished in this period."),
+            [Series(entry.key, entry.label) for entry in outcomes],
+        )
+        counts = bucket_counts(finished, "finished_at", start, minutes, key="outcome")
+        charts.append(
+            build_chart(
+                chart, counts, start, minutes, span // minutes,
+                label_every=label_every, label_format=label_format, title_format=title_format,
+            )
+        )
+    return charts
+
+
+def dashboard_context(site: admin.AdminSite, request: HttpRequest, now: datetime) -> dict[str, Any]:
+    """What the dashboard shows; a fixed number of queries, whatever the number of jobs."""
+    status = snapshot(now)
+    states = [
+        {
+            "label": state.label,
+            "count": status.states.get(state.value, 0),
+            "badge": badge(state.label, STATE_COLOURS[state]),
+            "url": admin_url(site, FutureJob, "changelist", state__exact=state.value),
+        }
+        for state in State
+    ]
+    oldest = None
+    if status.due_now:
+        job = FutureJob.objects.due(now).order_by("next_check_at", "id").first()
+        if job is not None:
+            oldest = {
+                "job": job,
+                "entity": entity_link(site, job.entity_name, job.entity_key),
+                "due": when(job.next_check_at),
+                "late": timesince(job.next_check_at, now) if job.next_check_at < now else "",
+                "url": admin_url(site, FutureJob, "change", quote(job.pk)),
+            }
+    workers = [
+        {
+            "name": info.name,
+            "host": info.hostname,
+            "pid": info.pid,
+            "concurrency": info.concurrency,
+            "heartbeat": gettext("%(seconds)d s ago") % {"seconds": info.heartbeat_age_seconds},
+            "jobs_done": info.jobs_done,
+        }
+        for info in status.workers
+    ]
+    last_slot = datetime.fromisoformat(status.last_slot_at) if status.last_slot_at else None
+    return {
+        "states": states,
+        "total": sum(status.states.values()),
+        "due_now": status.due_now,
+        "due_url": admin_url(site, FutureJob, "changelist", state__exact=State.SCHEDULED.value, due="overdue"),
+        "oldest": oldest,
+        "workers": workers,
+        "last_slot": when(last_slot) if last_slot else None,
+        "workers_url": (
+            admin_url(site, Worker, "changelist") if can_view(site, request, Worker) else None
+        ),
+        "history_url": (
+            admin_url(site, JobHistory, "changelist") if can_view(site, request, JobHistory) else None
+        ),
+        "jobs_url": admin_url(site, FutureJob, "changelist"),
+        "charts": dashboard_charts(now),
+        "slot_minutes": int(setting("SLOT_MINUTES")),
+        "now": when(now),
+    }
+
+
+class DashboardMixin(AdminMixinBase):
+    """For :class:`~prescient.admin.jobs.FutureJobAdmin`: the ``dashboard/`` page, and a link to it
+    above the job list."""
+
+    change_list_template = "prescient/admin/futurejob_change_list.html"
+
+    def get_urls(self) -> list[URLPattern]:
+        opts = self.opts
+        dashboard = path(
+            "dashboard/",
+            self.admin_site.admin_view(self.dashboard_view),
+            name=f"{opts.app_label}_{opts.model_name}_dashboard",
+        )
+        return [dashboard, *super().get_urls()]
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        """Counts per state, due and finished jobs per slot as charts, the oldest overdue job, workers."""
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        site: admin.AdminSite = self.admin_site
+        context = {
+            **site.each_context(request),
+            **dashboard_context(site, request, timezone.now()),
+            "title": gettext("Dashboard"),
+            "opts": self.opts,
+            "breadcrumbs_as_list": django.VERSION >= (6, 0),
+        }
+        request.current_app = site.name
+        return TemplateResponse(request, "prescient/admin/dashboard.html", context)

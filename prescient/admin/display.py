@@ -1,0 +1,307 @@
+"""What every page of prescient's admin shares.
+
+Badges and their colours, times and durations as the admin shows them, the "entity" cell (drawn
+by the job's kind), and the changelist pieces the job list and the job history both use: the
+check and workflow filters, a date hierarchy from one query and an exact search
+(:class:`ConsoleListMixin`).
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin
+from django.contrib.admin.exceptions import NotRegistered
+from django.db.models import Max, Min, Model, Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.utils import formats, timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.text import capfirst
+from django.utils.timesince import timesince
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from prescient.checks import registered
+from prescient.engine.kind import UnknownKind, get_kind
+from prescient.models import FutureJob, JobHistory, Workflow
+from prescient.states import Outcome, State
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldsetSpec
+
+    # The mixins below are always combined with a ModelAdmin: type them as one.
+    AdminMixinBase = admin.ModelAdmin[Any]
+else:
+    AdminMixinBase = object
+
+# Badge colours come from the admin's own message palette, which has a light and a dark
+# variant of each (fallbacks for admin themes without the variables).
+INFO = "var(--message-info-bg, #ccefff)"
+SUCCESS = "var(--message-success-bg, #dfd)"
+WARNING = "var(--message-warning-bg, #ffc)"
+ERROR = "var(--message-error-bg, #ffefef)"
+QUIET = "var(--message-debug-bg, #efefef)"
+
+# Keyed by the choices, looked up by a row's value (a plain str) as well.
+STATE_COLOURS: dict[str, str] = {
+    State.SCHEDULED: INFO,
+    State.RUNNING: WARNING,
+    State.PAUSED: QUIET,
+    State.BURIED: ERROR,
+}
+OUTCOME_COLOURS: dict[str, str] = {
+    Outcome.COMPLETED: SUCCESS,
+    Outcome.MAX_CHECKS: WARNING,
+    Outcome.HORIZON: WARNING,
+    Outcome.FAILED: ERROR,
+    Outcome.ENTITY_MISSING: QUIET,
+    Outcome.CANCELLED: QUIET,
+    Outcome.KILLED: ERROR,
+}
+
+
+# --- rendering helpers -------------------------------------------------------------------------
+
+
+def badge(label: object, colour: str) -> SafeString:
+    """A small coloured label; the text, not the colour alone, carries the meaning."""
+    return format_html(
+        '<span style="display:inline-block;padding:1px 8px;border-radius:8px;white-space:nowrap;'
+        'background:{};color:var(--body-fg, #333);border:1px solid var(--border-color, #ccc)">{}</span>',
+        colour,
+        label,
+    )
+
+
+def when(value: datetime | None) -> str:
+    """A datetime as the admin shows one (local time, localized)."""
+    if value is None:
+        return "-"
+    # template_localtime exists in django.utils.timezone; django-stubs does not declare it.
+    return str(formats.localize(timezone.template_localtime(value)))  # type: ignore[attr-defined]
+
+
+def entity_cell(site: admin.AdminSite, row: FutureJob | JobHistory) -> str:
+    """The "entity" cell of a job or history row, as its kind draws it (plain text for an unknown kind)."""
+    try:
+        kind = get_kind(row.kind)
+    except UnknownKind:
+        return f"{row.entity_name}#{row.entity_key}"
+    return kind.describe_html(row, site)
+
+
+def error_time(value: object) -> str:
+    """The time of a ``recent_errors`` entry (an ISO 8601 string), as the admin shows times."""
+    try:
+        return when(datetime.fromisoformat(str(value)))
+    except ValueError:
+        return str(value)
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds as a short duration: ``0.25 s``, ``12.5 s``, ``3 min 20 s``, ``2 h 5 min``."""
+    if seconds is None:
+        return "-"
+    if seconds < 1:
+        return gettext("%(seconds).2f s") % {"seconds": seconds}
+    if seconds < 60:
+        return gettext("%(seconds).1f s") % {"seconds": seconds}
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return gettext("%(minutes)d min %(seconds)d s") % {"minutes": minutes, "seconds": rest}
+    hours, minutes = divmod(minutes, 60)
+    return gettext("%(hours)d h %(minutes)d min") % {"hours": hours, "minutes": minutes}
+
+
+def ago(value: datetime | None, now: datetime) -> str:
+    """How long ago ``value`` was, to the second when under two minutes."""
+    if value is None:
+        return "-"
+    seconds = (now - value).total_seconds()
+    if seconds < 120:
+        return gettext("%(seconds)d s ago") % {"seconds": max(seconds, 0)}
+    return gettext("%(time)s ago") % {"time": timesince(value, now)}
+
+
+def can_view(site: admin.AdminSite, request: HttpRequest, model: type[Model]) -> bool:
+    """Whether ``request.user`` may see ``model``'s pages on ``site``."""
+    try:
+        model_admin = site.get_model_admin(model)
+    except NotRegistered:
+        return False
+    return model_admin.has_view_or_change_permission(request)
+
+
+# --- filters -----------------------------------------------------------------------------------
+
+
+class CheckFilter(admin.SimpleListFilter):
+    """The registered checks, without a ``DISTINCT`` over a table that may hold millions of rows.
+
+    A check no longer registered is still filtered by ``?job_exec=name`` (and then listed).
+    """
+
+    title = _("check")
+    parameter_name = "job_exec"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, Any]]:
+        names = {entry.name for entry in registered()}
+        if self.value():
+            names.add(str(self.value()))
+        return [(name, name) for name in sorted(names)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:
+        value = self.value()
+        return None if value is None else queryset.filter(job_exec=value)
+
+
+class WorkflowFilter(admin.SimpleListFilter):
+    """The workflows from their own small table, not a ``DISTINCT`` over the jobs."""
+
+    title = _("workflow")
+    parameter_name = "workflow"
+    #: Workflows offered in the filter (any other is one search or ``?workflow=name`` away).
+    limit = 50
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, Any]]:
+        names = list(Workflow.objects.order_by("name").values_list("name", flat=True)[: self.limit])
+        if self.value() and self.value() not in names:
+            names.append(str(self.value()))
+        return [(name, name) for name in names]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:
+        value = self.value()
+        return None if value is None else queryset.filter(workflow=value)
+
+
+def fieldset_names(fieldsets: _FieldsetSpec) -> list[str]:
+    """Every field name of ``fieldsets``, in order (the names of a line of several included)."""
+    names: list[str] = []
+    for _title, options in fieldsets:
+        for entry in options["fields"]:
+            names.extend([entry] if isinstance(entry, str) else entry)
+    return names
+
+
+# --- a changelist that stays fast on a large table ----------------------------------------------
+
+
+def light_date_hierarchy(cl: Any) -> dict[str, Any]:
+    """The context of ``admin/date_hierarchy.html``, as Django's own tag makes it, from one query.
+
+    Django's tag runs ``SELECT DISTINCT`` of the truncated dates over every row shown, which
+    reads the whole table; this one asks only for the first and last date and lists every year,
+    month or day between them (one that holds no job shows an empty list).
+    """
+    field_name = cl.date_hierarchy
+    verbose_name = cl.model._meta.get_field(field_name).verbose_name
+    year_field, month_field, day_field = (f"{field_name}__{part}" for part in ("year", "month", "day"))
+    year, month, day = (cl.params.get(name) for name in (year_field, month_field, day_field))
+
+    def link(filters: dict[str, Any]) -> str:
+        return str(cl.get_query_string(filters, [f"{field_name}__"]))
+
+    if year and month and day:
+        chosen = date(int(year), int(month), int(day))
+        return {
+            "show": True,
+            "field_name": verbose_name,
+            "back": {
+                "link": link({year_field: year, month_field: month}),
+                "title": capfirst(formats.date_format(chosen, "YEAR_MONTH_FORMAT")),
+            },
+            "choices": [{"title": capfirst(formats.date_format(chosen, "MONTH_DAY_FORMAT"))}],
+        }
+    span = cl.queryset.aggregate(first=Min(field_name), last=Max(field_name))
+    if span["first"] is None:
+        return {"show": bool(year), "field_name": verbose_name, "back": {"link": link({}), "title": _("All dates")},
+                "choices": []}
+    first, last = (timezone.localtime(span[end]).date() for end in ("first", "last"))
+    if not year and first.year == last.year:
+        year = first.year
+        if first.month == last.month:
+            month = first.month
+    if year and month:
+        start = max(first, date(int(year), int(month), 1))
+        days = [start + timedelta(days=n) for n in range((last - start).days + 1)]
+        return {
+            "show": True,
+            "field_name": verbose_name,
+            "back": {"link": link({year_field: year}), "title": str(year)},
+            "choices": [
+                {
+                    "link": link({year_field: year, month_field: month, day_field: one.day}),
+                    "title": capfirst(formats.date_format(one, "MONTH_DAY_FORMAT")),
+                }
+                for one in days
+                if one.month == int(month)
+            ],
+        }
+    if year:
+        first_month = first.month if first.year == int(year) else 1
+        last_month = last.month if last.year == int(year) else 12
+        months = range(first_month, last_month + 1)
+        return {
+            "show": True,
+            "field_name": verbose_name,
+            "back": {"link": link({}), "title": _("All dates")},
+            "choices": [
+                {
+                    "link": link({year_field: year, month_field: number}),
+                    "title": capfirst(formats.date_format(date(int(year), number, 1), "YEAR_MONTH_FORMAT")),
+                }
+                for number in months
+            ],
+        }
+    return {
+        "show": True,
+        "field_name": verbose_name,
+        "choices": [
+            {"link": link({year_field: str(number)}), "title": str(number)}
+            for number in range(first.year, last.year + 1)
+        ],
+    }
+
+
+def search_entities(queryset: QuerySet[Any], term: str) -> QuerySet[Any]:
+    """Rows of an entity key (``42``, or ``shop.order#42``) or of a workflow, matched exactly.
+
+    Exact matches are index lookups; a partial match would read every row of a large table.
+    A bare key is looked up among the models of the registered checks.
+    """
+    term = term.strip()
+    if not term:
+        return queryset
+    name, hash_sign, key = term.rpartition("#")
+    if hash_sign and name:
+        return queryset.filter(entity_name=name.lower(), entity_key=key)
+    labels = {entry.model_label for entry in registered()}
+    by_key = Q(entity_key=term)
+    if labels and None not in labels:
+        by_key &= Q(entity_name__in=sorted(label for label in labels if label))
+    return queryset.filter(by_key | Q(workflow=term))
+
+
+class ConsoleListMixin(AdminMixinBase):
+    """The changelists of prescient's admin: titled by the model, Django's date hierarchy
+    drawn from one query (see :func:`light_date_hierarchy`), and an exact search (see
+    :func:`search_entities`)."""
+
+    change_list_template = "prescient/admin/change_list.html"
+    search_help_text = _("An entity key (42 or shop.order#42) or a workflow name, exactly.")
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        # Rows change through actions, never a form: "Select … to change" would mislead.
+        title = {"title": capfirst(self.opts.verbose_name_plural)}
+        response = super().changelist_view(request, {**title, **(extra_context or {})})
+        context = getattr(response, "context_data", None) or {}
+        if "cl" in context and context["cl"].date_hierarchy:
+            context["prescient_date_hierarchy"] = light_date_hierarchy(context["cl"])
+        return response
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        return search_entities(queryset, search_term), False

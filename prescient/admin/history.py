@@ -1,0 +1,124 @@
+"""The job history: :class:`JobHistoryAdmin`, one read-only row per finished job.
+
+Its one action enqueues finished jobs again, for the kinds that support it (django.tasks tasks).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
+
+from prescient.admin.display import (
+    OUTCOME_COLOURS,
+    QUIET,
+    CheckFilter,
+    ConsoleListMixin,
+    badge,
+    duration,
+    entity_cell,
+    fieldset_names,
+)
+from prescient.engine.kind import UnknownKind, get_kind
+from prescient.models import JobHistory
+
+# ModelAdmin is generic in django-stubs only (subscripting it at runtime needs django_stubs_ext).
+if TYPE_CHECKING:
+    _AdminBase = admin.ModelAdmin[JobHistory]
+else:
+    _AdminBase = admin.ModelAdmin
+
+
+@admin.register(JobHistory)
+class JobHistoryAdmin(ConsoleListMixin, _AdminBase):
+    list_display = [
+        "job_exec", "entity", "outcome_badge", "check_count", "run_count", "failure_count",
+        "run_time", "time_per_run", "lifetime", "finished_at", "workflow",
+    ]
+    list_filter = ["outcome", CheckFilter]
+    search_fields = ["=entity_key", "=workflow"]
+    date_hierarchy = "finished_at"
+    actions = ["retry_tasks"]
+    show_full_result_count = False
+    fieldsets = [
+        (None, {"fields": ["entity", "job_exec", "workflow", "outcome_badge", "reason", "last_error"]}),
+        (_("Counters"), {"fields": ["check_count", "run_count", "failure_count", "run_time", "time_per_run"]}),
+        (_("Dates"), {"fields": ["created_at", "first_check_at", "finished_at", "lifetime"]}),
+        (_("Job"), {"fields": ["job_id"]}),
+        (
+            _("Task (django.tasks)"),
+            {"fields": ["queue", "priority", "payload", "return_value", "errors"], "classes": ["collapse"]},
+        ),
+    ]
+    readonly_fields = fieldset_names(fieldsets)
+
+    # History is a record: nobody adds, edits or deletes it here.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: JobHistory | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: JobHistory | None = None) -> bool:
+        return False
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        """Retrying a task creates a job: it takes the permission to add one."""
+        return request.user.has_perm("prescient.add_futurejob")
+
+    @admin.action(description=_("Retry selected tasks (enqueue them again)"), permissions=["retry"])
+    def retry_tasks(self, request: HttpRequest, queryset: QuerySet[JobHistory]) -> None:
+        """Enqueue each row's job again through its kind; rows of a kind that cannot retry are skipped."""
+        retried = 0
+        for row in queryset:
+            try:
+                kind = get_kind(row.kind)
+            except UnknownKind:
+                kind = None
+            if kind is None or not kind.supports_retry:
+                messages.warning(request, gettext("%(row)s is a check, not a task: skipped.") % {"row": row})
+                continue
+            try:
+                new_id = kind.retry(row)
+            except Exception as exc:  # an unknown task, or one its backend refuses: say why
+                messages.warning(request, gettext("%(row)s was not retried: %(error)s") % {"row": row, "error": exc})
+                continue
+            self.log_change(request, row, gettext("Retried as job %(id)s.") % {"id": new_id})
+            retried += 1
+        if retried:
+            messages.success(
+                request,
+                ngettext("Retried %(count)d task.", "Retried %(count)d tasks.", retried) % {"count": retried},
+            )
+
+    @admin.display(description=_("entity"), ordering="entity_key")
+    def entity(self, row: JobHistory) -> str:
+        return entity_cell(self.admin_site, row)
+
+    @admin.display(description=_("return value"))
+    def return_value(self, row: JobHistory) -> str:
+        payload = row.payload if isinstance(row.payload, dict) else {}
+        return repr(payload["return_value"]) if "return_value" in payload else "-"
+
+    @admin.display(description=_("outcome"), ordering="outcome")
+    def outcome_badge(self, row: JobHistory) -> SafeString:
+        return badge(row.get_outcome_display(), OUTCOME_COLOURS.get(row.outcome, QUIET))
+
+    @admin.display(description=_("run time"), ordering="total_run_seconds")
+    def run_time(self, row: JobHistory) -> str:
+        """Time spent in the check, over all of the job's runs."""
+        return duration(row.total_run_seconds)
+
+    @admin.display(description=_("per run"))
+    def time_per_run(self, row: JobHistory) -> str:
+        return duration(row.total_run_seconds / row.run_count) if row.run_count else "-"
+
+    @admin.display(description=_("lifetime"))
+    def lifetime(self, row: JobHistory) -> str:
+        """From the job's creation to its end."""
+        return duration((row.finished_at - row.created_at).total_seconds())

@@ -1,0 +1,153 @@
+"""The admin of API tokens: create one (its secret is shown once), scope it, revoke it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.db.models import ForeignKey, QuerySet
+from django.forms import ModelChoiceField
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
+
+from prescient.api import tokens
+from prescient.checks import registered
+from prescient.models import ApiToken
+
+# ModelAdmin and ModelForm are generic in django-stubs only (subscripting them at runtime needs
+# django_stubs_ext).
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldGroups
+
+    _AdminBase = admin.ModelAdmin[ApiToken]
+    _FormBase = forms.ModelForm[ApiToken]
+else:
+    _AdminBase = admin.ModelAdmin
+    _FormBase = forms.ModelForm
+
+
+class ApiTokenForm(_FormBase):
+    checks = forms.MultipleChoiceField(
+        label=_("checks"),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text=_("The checks whose jobs the token may see, create and steer."),
+    )
+
+    class Meta:
+        model = ApiToken
+        fields = ["name", "user", "all_checks", "checks"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        current = self.instance.checks if isinstance(self.instance.checks, list) else []
+        names = {entry.name for entry in registered()} | {name for name in current if isinstance(name, str)}
+        self.fields["checks"].choices = [(name, name) for name in sorted(names)]  # type: ignore[attr-defined]
+
+    def clean_checks(self) -> list[str]:
+        return sorted(set(self.cleaned_data.get("checks") or []))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        all_checks, checks = data.get("all_checks"), data.get("checks")
+        if not all_checks and not checks:
+            self.add_error("checks", gettext("Pick the checks this token may act on, or tick “all checks”."))
+        elif all_checks and checks:
+            self.add_error("checks", gettext("Either tick “all checks” or pick checks, not both."))
+        return data
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(_AdminBase):
+    form = ApiTokenForm
+    list_display = ["name", "user", "prefix_shown", "scope", "created_at", "last_used_at", "status"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter), "all_checks"]
+    search_fields = ["name", "=prefix"]
+    actions = ["revoke_tokens"]
+    date_hierarchy = "created_at"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiToken]:
+        queryset = super().get_queryset(request).select_related("user")
+        if request.user.is_superuser:
+            return queryset
+        # Others see and manage only their own tokens (a scope is widened on the change page).
+        return queryset.filter(user=request.user.pk)
+
+    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> _FieldGroups:
+        if obj is None:
+            return ["name", "user", "all_checks", "checks"]
+        return ["name", "user", "prefix_shown", "all_checks", "checks", "created_at", "last_used_at", "revoked_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
+        if obj is None:
+            return []
+        # The owner is fixed: moving a token to another user would hand it their permissions.
+        return ["user", "prefix_shown", "created_at", "last_used_at", "revoked_at"]
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        return {"user": request.user.pk}
+
+    def formfield_for_foreignkey(
+        self, db_field: ForeignKey[Any, Any], request: HttpRequest, **kwargs: Any
+    ) -> ModelChoiceField[Any] | None:
+        if db_field.name == "user" and not request.user.is_superuser:
+            # A token acts with its owner's permissions: only a superuser may make one for someone else.
+            # The admin admits signed-in staff only: the user is never anonymous, its pk never None.
+            user_pk = cast("int | str", request.user.pk)
+            kwargs["queryset"] = get_user_model()._default_manager.filter(pk=user_pk)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    @admin.display(description=_("prefix"), ordering="prefix")
+    def prefix_shown(self, token: ApiToken) -> str:
+        return f"{token.prefix}…"
+
+    @admin.display(description=_("scope"))
+    def scope(self, token: ApiToken) -> str:
+        if token.all_checks:
+            return gettext("all checks")
+        return ", ".join(token.checks) if isinstance(token.checks, list) else "-"
+
+    @admin.display(description=_("status"), ordering="revoked_at")
+    def status(self, token: ApiToken) -> str:
+        return gettext("revoked") if token.is_revoked else gettext("active")
+
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: forms.Form, change: bool) -> None:
+        if not change:
+            # Kept on the instance only until response_add shows it; never stored.
+            obj._prescient_secret = tokens.fill(obj, now=timezone.now())  # type: ignore[attr-defined]
+        super().save_model(request, obj, form, change)
+
+    def response_add(self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None) -> HttpResponse:
+        secret = getattr(obj, "_prescient_secret", None)
+        if secret is None:
+            return super().response_add(request, obj, post_url_continue)
+        try:
+            api_root = reverse("prescient-api:openapi-json").removesuffix("openapi.json")
+        except NoReverseMatch:
+            api_root = None
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": gettext("API token created"),
+            "token": obj,
+            "secret": secret,
+            "api_url": request.build_absolute_uri(api_root) if api_root else None,
+        }
+        response = TemplateResponse(request, "prescient/admin/token_created.html", context)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @admin.action(description=_("Revoke selected tokens"), permissions=["change"])
+    def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        count = tokens.revoke(queryset, now=timezone.now())
+        self.message_user(
+            request,
+            ngettext("Revoked %(count)d token.", "Revoked %(count)d tokens.", count) % {"count": count},
+            messages.SUCCESS,
+        )

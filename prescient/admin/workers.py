@@ -1,0 +1,96 @@
+"""The worker registry: :class:`WorkerAdmin`, alive, stale or stopped, view only."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext_lazy as _
+
+from prescient.admin.display import ERROR, QUIET, SUCCESS, ago, badge, when
+from prescient.conf import stale_after_seconds
+from prescient.models import Worker
+
+# ModelAdmin is generic in django-stubs only (subscripting it at runtime needs django_stubs_ext).
+if TYPE_CHECKING:
+    _AdminBase = admin.ModelAdmin[Worker]
+else:
+    _AdminBase = admin.ModelAdmin
+
+
+def worker_status(worker: Worker, now: datetime) -> str:
+    """``stopped``, ``alive`` (heart-beating within the stale period, as :func:`alive_workers`) or ``stale``."""
+    if worker.stopped_at is not None:
+        return "stopped"
+    if worker.heartbeat_at >= now - timedelta(seconds=stale_after_seconds()):
+        return "alive"
+    return "stale"
+
+
+WORKER_STATUSES = {
+    "alive": (_("alive"), SUCCESS),
+    "stale": (_("stale"), ERROR),
+    "stopped": (_("stopped"), QUIET),
+}
+
+
+class WorkerStatusFilter(admin.SimpleListFilter):
+    title = _("status")
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, Any]]:
+        return [(key, label) for key, (label, _colour) in WORKER_STATUSES.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Worker]) -> QuerySet[Worker] | None:
+        cutoff = timezone.now() - timedelta(seconds=stale_after_seconds())
+        conditions = {
+            "alive": Q(stopped_at__isnull=True, heartbeat_at__gte=cutoff),
+            "stale": Q(stopped_at__isnull=True, heartbeat_at__lt=cutoff),
+            "stopped": Q(stopped_at__isnull=False),
+        }
+        condition = conditions.get(self.value() or "")
+        return None if condition is None else queryset.filter(condition)
+
+
+@admin.register(Worker)
+class WorkerAdmin(_AdminBase):
+    """The worker registry, as the workers write it: view only."""
+
+    list_display = [
+        "name", "status_badge", "hostname", "pid", "concurrency", "started_at", "heartbeat",
+        "last_slot_at", "stopped_at", "jobs_done",
+    ]
+    list_filter = [WorkerStatusFilter]
+    search_fields = ["name", "hostname"]
+    ordering = ["-heartbeat_at"]
+    show_full_result_count = False
+    readonly_fields = [
+        "name", "status_badge", "hostname", "pid", "concurrency", "started_at", "heartbeat",
+        "last_slot_at", "stopped_at", "jobs_done",
+    ]
+    fields = list(readonly_fields)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Worker | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Worker | None = None) -> bool:
+        return False
+
+    @admin.display(description=_("status"))
+    def status_badge(self, worker: Worker) -> SafeString:
+        label, colour = WORKER_STATUSES[worker_status(worker, timezone.now())]
+        return badge(label, colour)
+
+    @admin.display(description=_("last heartbeat"), ordering="heartbeat_at")
+    def heartbeat(self, worker: Worker) -> str:
+        age = ago(worker.heartbeat_at, timezone.now())
+        return format_html("{}<br><small>{}</small>", when(worker.heartbeat_at), age)

@@ -1,0 +1,87 @@
+"""How jobs and history rows look in the API's answers, and the cursors that page through them."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from django.db import models
+
+from ..models import FutureJob, JobHistory
+from .errors import invalid
+
+#: The largest id a cursor may carry (a bigint).
+MAX_ID = 2**63 - 1
+
+
+# --- payloads ---------------------------------------------------------------------------------
+
+
+def task_out(job: FutureJob) -> dict[str, Any]:
+    return {
+        "id": job.pk,
+        "check": job.job_exec,
+        "entity": {"model": job.entity_name, "key": job.entity_key},
+        "workflow": job.workflow,
+        "state": job.state,
+        "last_state": job.last_state or None,
+        "next_check_at": job.next_check_at,
+        "first_check_at": job.first_check_at,
+        "created_at": job.created_at,
+        "check_count": job.check_count,
+        "run_count": job.run_count,
+        "failure_count": job.failure_count,
+        "total_run_seconds": job.total_run_seconds,
+        "in_flight": job.in_flight,
+        "end_requested": job.end_requested or None,
+        "last_error": job.last_error,
+    }
+
+
+def history_out(row: JobHistory) -> dict[str, Any]:
+    return {
+        "id": row.pk,
+        "job_id": row.job_id,
+        "check": row.job_exec,
+        "entity": {"model": row.entity_name, "key": row.entity_key},
+        "workflow": row.workflow,
+        "outcome": row.outcome,
+        "check_count": row.check_count,
+        "run_count": row.run_count,
+        "failure_count": row.failure_count,
+        "total_run_seconds": row.total_run_seconds,
+        "first_check_at": row.first_check_at,
+        "created_at": row.created_at,
+        "finished_at": row.finished_at,
+        "last_error": row.last_error,
+        "reason": row.reason,
+    }
+
+
+# --- pages ------------------------------------------------------------------------------------
+
+
+def encode_cursor(pk: int) -> str:
+    return base64.urlsafe_b64encode(f"id:{pk}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    """The id in a cursor made by :func:`encode_cursor`; a 400 for anything else."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+        kind, _, value = raw.partition(":")
+        pk = int(value) if kind == "id" and value.isdigit() else -1
+    except (binascii.Error, ValueError):
+        pk = -1
+    if not 0 <= pk <= MAX_ID:
+        raise invalid("cursor", "Not a cursor from this API: pass next_cursor of the previous page.")
+    return pk
+
+
+def page(queryset: models.QuerySet[Any], limit: int) -> tuple[list[Any], str | None]:
+    rows = list(queryset[: limit + 1])
+    if len(rows) > limit:
+        rows = rows[:limit]
+        return rows, encode_cursor(rows[-1].pk)
+    return rows, None

@@ -1,0 +1,88 @@
+"""What a run leads to: a :class:`Decision` (an event of the transition table), the failure
+rule shared by every kind, and the counts a sweep reports (:class:`TickSummary`)."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from prescient import slots
+from prescient.conf import setting
+from prescient.retries import get_handler
+from prescient.states import Event, Outcome
+
+if TYPE_CHECKING:
+    from prescient.checks import Check
+    from prescient.models import FutureJob
+
+logger = logging.getLogger("prescient.engine")
+
+#: Summary keys besides the outcomes.
+RESCHEDULED, RETRIED, DISCARDED, BURIED = "rescheduled", "retried", "discarded", "buried"
+HANDED_BACK = "handed_back"
+SUMMARY_KEY: dict[str, str] = {Event.RESCHEDULE: RESCHEDULED, Event.RETRY: RETRIED, Event.HAND_BACK: HANDED_BACK}
+
+
+@dataclass
+class Decision:
+    """What a run leads to: an event of the transition table and its details."""
+
+    job: FutureJob
+    event: str
+    outcome: str = ""
+    next_check_at: datetime | None = None
+    error: str = ""
+    seconds: float = 0.0
+    #: Whether the job's own code was called (a run is counted only then).
+    ran: bool = False
+
+
+@dataclass
+class TickSummary:
+    """Counts per outcome (and ``rescheduled``, ``retried``, ``buried``, ``discarded``)."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def processed(self) -> int:
+        return sum(v for k, v in self.counts.items() if k not in (BURIED, HANDED_BACK))
+
+    def line(self) -> str:
+        order = [o.value for o in Outcome] + [RESCHEDULED, RETRIED, BURIED, DISCARDED]
+        if self.counts.get(HANDED_BACK):
+            order.append(HANDED_BACK)
+        parts = [f"{key}={self.counts.get(key, 0)}" for key in order]
+        return f"prescient tick: processed={self.processed} " + " ".join(parts)
+
+
+def record_error(job: FutureJob, error: str, now: datetime) -> None:
+    """Keep ``error`` as the job's last error and among its recent ones."""
+    job.last_error = error
+    kept = int(setting("RECENT_ERRORS"))
+    job.recent_errors = ([*job.recent_errors, {"at": now.isoformat(), "error": error}])[-kept:]
+
+
+def failure(decision: Decision, definition: Check | None, error: str, now: datetime) -> Decision:
+    """Make ``decision`` a failed run: count it, keep the error, and ask the error handler
+    whether to retry (``definition`` is None when the job's check is no longer known)."""
+    job = decision.job
+    decision.error = error
+    job.failure_count += 1
+    record_error(job, error, now)
+    retry_at = get_handler()(job, definition, now)
+    if retry_at is None:
+        decision.event, decision.outcome = Event.FINISH, Outcome.FAILED
+    else:
+        decision.event = Event.RETRY
+        # The handler's time is kept as it is: the built-in handlers round to slots themselves.
+        decision.next_check_at = slots.require_aware(retry_at, "the error handler's retry time")
+    if not decision.ran:
+        # Nothing of the job's own code ran (unknown check or task, missing model): say so, as
+        # a raising check is logged.
+        logger.warning(
+            "job id=%s (%s %s) failed without running: %s", job.pk, job.kind, job.job_exec, error
+        )
+    return decision

@@ -1,0 +1,449 @@
+"""The one writer: every INSERT, UPDATE and DELETE of ``FutureJob`` and ``JobHistory``.
+
+Verbs, kinds, the worker and the upkeep services call these functions; no other module writes
+a job row (``tests/architecture`` checks it). Database-vendor branches live here too: the
+claim's ``FOR UPDATE SKIP LOCKED``, settling with ``DELETE … RETURNING``, the workflow row
+lock, wake-ups by ``NOTIFY``, advisory locks and query cancellation.
+
+Ending a job is one thing, written once: its history row is inserted and its live row deleted
+in the caller's transaction (:func:`end_jobs`, or :func:`_settle_guarded` which deletes first
+and builds the history rows from what the DELETE returned).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import logging
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import cast
+
+from django.db import connection, models, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce, NullIf
+
+from prescient import states
+from prescient.exceptions import InvalidTransition
+from prescient.models import FutureJob, JobHistory, Workflow
+from prescient.states import END, Event, State
+
+from . import bulk
+from .decisions import DISCARDED, SUMMARY_KEY, Decision, TickSummary
+
+logger = logging.getLogger("prescient.engine")
+
+#: The unique constraint that keeps one pending job per (entity, check).
+ONE_PENDING_JOB = "prescient_one_pending_job"
+#: The LISTEN/NOTIFY channel that wakes idle workers (PostgreSQL).
+CHANNEL = "prescient_due"
+
+
+# --- wake-ups and vendor features ------------------------------------------------------------
+
+
+def notify() -> None:
+    """Tell listening workers that a job is due now: delivered when (and only if) the caller's
+    transaction commits (PostgreSQL; a no-op elsewhere)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, '')", [CHANNEL])
+
+
+def can_listen() -> bool:
+    """Whether the database delivers wake-ups (PostgreSQL); others are polled."""
+    return connection.vendor == "postgresql"
+
+
+def cancel_current_query() -> None:
+    """Ask PostgreSQL to cancel the query this connection is waiting on, if any (a timed-out
+    run): without this the server would go on executing it after the connection is dropped."""
+    raw = connection.connection
+    if connection.vendor != "postgresql" or raw is None:
+        return
+    try:
+        from psycopg.pq import TransactionStatus
+
+        if raw.info.transaction_status == TransactionStatus.ACTIVE:
+            raw.cancel_safe(timeout=2.0)
+    except Exception:  # best effort: the connection is dropped afterwards anyway
+        logger.warning("could not cancel the query of a timed-out run", exc_info=True)
+
+
+@contextmanager
+def exclusive(name: str) -> Iterator[bool]:
+    """A transaction in which this process alone holds the lock ``name``: yields whether it got
+    it (PostgreSQL: a transaction-level advisory lock, never waited for; elsewhere writers are
+    serialised by the database, so always True)."""
+    with transaction.atomic():
+        if connection.vendor != "postgresql":
+            yield True
+            return
+        key = zlib.crc32(f"prescient:{name}".encode()) - 2**31  # a stable signed 32-bit key
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [0x70726573, key])
+            row = cursor.fetchone()
+        yield bool(row and row[0])
+
+
+# --- inserting jobs ----------------------------------------------------------------------------
+
+
+def _can_insert_returning() -> bool:
+    """Whether ``INSERT … ON CONFLICT (…) DO NOTHING RETURNING`` works (PostgreSQL, SQLite 3.35+)."""
+    features = connection.features
+    return bool(features.can_return_columns_from_insert and features.supports_update_conflicts_with_target)
+
+
+@functools.cache
+def _one_pending_job_columns() -> tuple[str, ...]:
+    unique = next(c for c in FutureJob._meta.constraints if getattr(c, "name", "") == ONE_PENDING_JOB)
+    assert isinstance(unique, models.UniqueConstraint)
+    fields = [cast("bulk.Field", FutureJob._meta.get_field(name)) for name in unique.fields]
+    return tuple(cast(str, f.column) for f in fields)  # concrete fields: each has a column
+
+
+def insert_new(jobs: list[FutureJob], *, returning: bool) -> int | None:
+    """Insert ``jobs`` in one statement, skipping any that already has a pending job; returns
+    how many were written. With ``returning`` (a single job), also sets its pk, or returns None
+    when this database cannot (the caller then saves it in a transaction)."""
+    if returning and not _can_insert_returning():
+        return None
+    meta = FutureJob._meta
+    conflict = _one_pending_job_columns()
+    fields = bulk.insert_fields(FutureJob)
+    rows = bulk.prep_all(jobs, fields, add=True)
+    if not _can_insert_returning():
+        # Without RETURNING (older SQLite) the rows written are counted instead.
+        before = FutureJob.objects.count()
+        bulk.insert_rows(FutureJob, rows, fields, skip_conflicts_on=conflict)
+        return FutureJob.objects.count() - before
+    pk = meta.pk
+    assert pk is not None
+    pks = bulk.insert_rows(FutureJob, rows, fields, skip_conflicts_on=conflict, returning=pk.column)
+    if returning and pks:
+        job = jobs[0]
+        job.pk = pks[0]
+        job._state.adding = False
+        job._state.db = connection.alias
+    return len(pks)
+
+
+def insert(job: FutureJob) -> FutureJob:
+    """Insert one new job as it is (IntegrityError if it clashes with a pending one)."""
+    job.save(force_insert=True)
+    return job
+
+
+def save(job: FutureJob, fields: Sequence[str] | None = None) -> None:
+    """Write ``fields`` (all by default) of a job the caller holds locked."""
+    job.save(update_fields=None if fields is None else list(fields))
+
+
+# --- workflows ---------------------------------------------------------------------------------
+
+
+def lock_workflow(name: str, *, for_update: bool = False) -> bool:
+    """Whether workflow ``name`` is paused, its row created if missing and locked.
+
+    Scheduling takes a shared lock and pausing an exclusive one, so a job scheduled while its
+    workflow is being paused is either seen by the pause or sees the pause.
+    """
+    table = connection.ops.quote_name(Workflow._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (name, paused_at) VALUES (%s, NULL) ON CONFLICT (name) DO NOTHING",
+            [name],
+        )
+        lock = ""
+        if connection.vendor == "postgresql":
+            lock = " FOR UPDATE" if for_update else " FOR SHARE"
+        cursor.execute(f"SELECT paused_at FROM {table} WHERE name = %s{lock}", [name])
+        row = cursor.fetchone()
+    return row is not None and row[0] is not None
+
+
+def pause_workflow(name: str, now: datetime) -> int:
+    """Mark workflow ``name`` paused and pause its jobs that may be; returns how many moved.
+    Each job remembers its state in ``last_state`` (call with the workflow row locked)."""
+    Workflow.objects.filter(name=name, paused_at__isnull=True).update(paused_at=now)
+    movable = [s for s in states.states_from(Event.PAUSE, State.PAUSED) if s != State.PAUSED]
+    return (
+        FutureJob.objects.of_workflow(name)
+        .filter(state__in=movable)
+        .update(state=State.PAUSED, last_state=F("state"))
+    )
+
+
+def release_workflow(name: str) -> int:
+    """Unpause workflow ``name`` and return its paused jobs to their last state; returns how
+    many moved (call with the workflow row locked)."""
+    Workflow.objects.filter(name=name).update(paused_at=None)
+    return (
+        FutureJob.objects.of_workflow(name)
+        .filter(state=State.PAUSED)
+        .update(
+            state=Coalesce(NullIf(F("last_state"), Value("")), Value(State.SCHEDULED.value)),
+            last_state="",
+        )
+    )
+
+
+# --- claiming ----------------------------------------------------------------------------------
+
+
+def due_order(now: datetime, queues: list[str] | None) -> models.QuerySet[FutureJob]:
+    """Due jobs in claim order: oldest first; of ``queues`` only, by priority then age, if given."""
+    if queues is None:
+        return FutureJob.objects.due(now).order_by("next_check_at", "id")
+    return FutureJob.objects.due(now).filter(queue__in=queues).order_by("-priority", "next_check_at", "id")
+
+
+def claim(now: datetime, limit: int, token: str, queues: list[str] | None = None) -> list[FutureJob]:
+    """Mark up to ``limit`` due jobs ``running`` under ``token`` and return them, oldest first.
+
+    ``queues``: only jobs of these queues (``""`` is the queue of checks), highest priority
+    first (django.tasks workers started with ``--queue``).
+
+    On PostgreSQL this is one statement (pick with ``FOR UPDATE SKIP LOCKED``, update, return
+    the rows); elsewhere a guarded update of the picked ids, then a read of what it took.
+    """
+    if connection.vendor == "postgresql":
+        return _claim_returning(now, limit, token, queues)
+    due = due_order(now, queues)
+    if connection.features.has_select_for_update_skip_locked:
+        due = due.select_for_update(skip_locked=True)
+    with transaction.atomic():
+        # The ids are picked first, not in a sub-select of the UPDATE: PostgreSQL may re-run
+        # such a sub-select for each row it updates, each run skipping the rows already
+        # changed, and so claim far more than ``limit`` jobs.
+        pks = list(due.values_list("pk", flat=True)[:limit])
+        if not pks:
+            return []
+        claimed = FutureJob.objects.filter(pk__in=pks, state=State.SCHEDULED).update(
+            state=State.RUNNING, reserved_at=now, reserved_by=token
+        )
+    if not claimed:
+        return []
+    return list(FutureJob.objects.filter(reserved_by=token).order_by(*due_order(now, queues).query.order_by))
+
+
+def _claim_returning(now: datetime, limit: int, token: str, queues: list[str] | None = None) -> list[FutureJob]:
+    # The picked ids are a MATERIALIZED CTE, evaluated exactly once (see claim()).
+    pick_sql, pick_params = due_order(now, queues).values("pk")[:limit].query.sql_with_params()
+    meta = FutureJob._meta
+    qn = connection.ops.quote_name
+    table = qn(meta.db_table)
+    columns = ", ".join(f"{table}.{bulk.quote_column(f)}" for f in meta.concrete_fields)
+    sql = (
+        f"WITH picked (pk) AS MATERIALIZED ({pick_sql} FOR UPDATE SKIP LOCKED) "
+        f"UPDATE {table} SET {qn('state')} = %s, {qn('reserved_at')} = %s, {qn('reserved_by')} = %s "
+        f"FROM picked WHERE {table}.{bulk.quote_column(meta.pk)} = picked.pk AND {table}.{qn('state')} = %s "
+        f"RETURNING {columns}"
+    )
+    params = [*pick_params, State.RUNNING.value, now, token, State.SCHEDULED.value]
+    jobs = list(FutureJob.objects.raw(sql, params))
+    jobs.sort(key=lambda job: (job.next_check_at, job.pk))
+    if queues is not None:
+        jobs.sort(key=lambda job: -job.priority)  # stable: by priority, then as above
+    return jobs
+
+
+def renew_leases(reserved_by: str, at: datetime, *, prefix: bool = False) -> int:
+    """Stamp the claims of ``reserved_by`` (every token starting with it, with ``prefix``) as
+    alive at ``at``; returns how many."""
+    lookup = "reserved_by__startswith" if prefix else "reserved_by"
+    return FutureJob.objects.filter(**{lookup: reserved_by}).update(reserved_at=at)
+
+
+def clear_reservation(job: FutureJob, to: str) -> None:
+    """Move a locked job whose claim is over to state ``to`` (scheduled, paused or buried)."""
+    job.last_state = State.SCHEDULED if to == State.PAUSED else ""
+    job.state = to
+    job.reserved_by, job.reserved_at = "", None
+    job.save()
+
+
+def request_end(job: FutureJob, outcome: str, reason: str) -> None:
+    """Ask a locked job whose run is in flight to end with ``outcome`` once the run returns."""
+    job.end_requested, job.end_reason = outcome, reason
+    job.save(update_fields=["end_requested", "end_reason"])
+
+
+# --- ending ------------------------------------------------------------------------------------
+
+
+def _insert_history(rows: list[JobHistory]) -> None:
+    if rows:
+        fields = bulk.insert_fields(JobHistory)
+        bulk.insert_rows(JobHistory, bulk.prep_all(rows, fields, add=True), fields)
+
+
+def end_jobs(ended: Sequence[tuple[FutureJob, str]], now: datetime) -> list[JobHistory]:
+    """End each ``(job, outcome)``: its one history row written, its live row deleted (call in
+    a transaction, with the jobs locked). Returns the history rows."""
+    rows = [JobHistory.from_job(job, outcome, now) for job, outcome in ended]
+    _insert_history(rows)
+    bulk.delete_rows(FutureJob, [job.pk for job, _ in ended])
+    return rows
+
+
+def end_job(job: FutureJob, outcome: str, now: datetime) -> JobHistory:
+    """End one locked job with ``outcome`` (see :func:`end_jobs`)."""
+    row = end_jobs([(job, outcome)], now)[0]
+    logger.info(
+        "job id=%s check=%s entity=%s#%s ended outcome=%s",
+        job.pk, job.job_exec, job.entity_name, job.entity_key, outcome,
+    )
+    return row
+
+
+# --- settling ----------------------------------------------------------------------------------
+
+_SETTLE_FIELDS = [
+    "state", "last_state", "next_check_at", "check_count", "run_count", "failure_count",
+    "total_run_seconds", "last_error", "recent_errors", "reserved_at", "reserved_by", "payload",
+]
+
+
+def settle(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
+    """Write a batch's results back in one transaction, each through the transition table.
+
+    Only rows still reserved under ``token`` are touched: a job buried meanwhile keeps its new
+    state and the result is discarded. A job killed or cancelled during its run ends that way.
+    """
+    if not decisions:
+        return
+    with transaction.atomic():
+        rest = _settle_guarded(decisions, token, now, summary) if connection.vendor == "postgresql" else decisions
+        if rest:
+            _settle_locked(rest, token, now, summary)
+
+
+def _count_run(job: FutureJob, decision: Decision) -> None:
+    """Carry what the run changed (``decision.job``) over to ``job``."""
+    ran = decision.job
+    job.failure_count = ran.failure_count
+    job.last_error = ran.last_error
+    job.recent_errors = ran.recent_errors
+    job.payload = ran.payload  # a kind's own data (a task's attempts and return value)
+    if decision.ran:
+        job.run_count += 1
+        job.total_run_seconds += decision.seconds
+
+
+def _settle_guarded(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> list[Decision]:
+    """Settle the common case without reading the rows first; return what it could not settle.
+
+    A job whose run ends, is re-scheduled or retried, still ``running`` under ``token`` with
+    no end requested (as it was claimed) moves as the transition table says for ``running``:
+    one ``DELETE … RETURNING`` (its history row is made from the row deleted) and one
+    ``UPDATE`` for the rest, each guarded by those same conditions. A job the guard turns away
+    (paused, killed or buried meanwhile) is settled by :func:`_settle_locked`.
+    """
+    finishing: dict[int, Decision] = {}
+    moving: list[tuple[FutureJob, Decision]] = []
+    rest: list[Decision] = []
+    for decision in decisions:
+        job = decision.job
+        fast = (
+            decision.event in (Event.FINISH, Event.RESCHEDULE, Event.RETRY)
+            and job.state == State.RUNNING and job.reserved_by == token and not job.end_requested
+        )
+        to = None
+        if fast:
+            try:
+                to = states.target(job, decision.event)
+            except InvalidTransition:
+                pass  # _settle_locked reports it
+        if to == END:
+            finishing[job.pk] = decision
+        elif to == State.SCHEDULED:
+            moved = copy.copy(job)
+            _count_run(moved, decision)
+            moved.next_check_at = decision.next_check_at  # type: ignore[assignment]
+            if decision.event == Event.RESCHEDULE:
+                moved.check_count += 1
+            moved.state, moved.last_state = State.SCHEDULED, ""
+            moved.reserved_by, moved.reserved_at = "", None
+            moving.append((moved, decision))
+        else:
+            rest.append(decision)
+    guard = {"reserved_by": token, "state": State.RUNNING.value, "end_requested": ""}
+    if finishing:
+        history: list[JobHistory] = []
+        for job in bulk.delete_returning(FutureJob, list(finishing), guard):
+            decision = finishing.pop(job.pk)
+            _count_run(job, decision)
+            history.append(JobHistory.from_job(job, decision.outcome, now))
+            summary.counts[decision.outcome] += 1
+            _log_settled(job, decision.outcome, decision)
+        _insert_history(history)
+        rest.extend(finishing.values())
+    if moving:
+        hit = set(bulk.update_rows(FutureJob, [job for job, _ in moving], _SETTLE_FIELDS, guard=guard))
+        for job, decision in moving:
+            if job.pk not in hit:
+                rest.append(decision)
+                continue
+            summary.counts[SUMMARY_KEY[decision.event]] += 1
+            _log_settled(job, SUMMARY_KEY[decision.event], decision)
+    return rest
+
+
+def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
+    """Settle each decision against its row as it is now, read and locked (call in a transaction)."""
+    current = _lock_reserved([d.job.pk for d in decisions], token)
+    ended: list[tuple[FutureJob, str]] = []
+    updated: list[FutureJob] = []
+    for decision in decisions:
+        job = current.get(decision.job.pk)
+        if job is None:
+            summary.counts[DISCARDED] += 1
+            logger.warning("job id=%s lost its reservation during the run; result discarded", decision.job.pk)
+            continue
+        _count_run(job, decision)
+        event, outcome = decision.event, decision.outcome
+        if job.end_requested:
+            event, outcome = Event.FINISH, job.end_requested
+        try:
+            to = states.target(job, event)
+        except InvalidTransition as exc:  # a row in a state no run should meet: leave it be
+            summary.counts[DISCARDED] += 1
+            logger.error("job id=%s result discarded: %s", job.pk, exc)
+            continue
+        if to == END:
+            ended.append((job, outcome))
+            summary.counts[outcome] += 1
+            _log_settled(job, outcome, decision)
+            continue
+        if event in (Event.RESCHEDULE, Event.RETRY):
+            job.next_check_at = decision.next_check_at  # type: ignore[assignment]
+        if event == Event.RESCHEDULE:
+            job.check_count += 1
+        summary.counts[SUMMARY_KEY[event]] += 1
+        job.last_state = State.SCHEDULED if to == State.PAUSED else ""
+        job.state = to
+        job.reserved_by, job.reserved_at = "", None
+        updated.append(job)
+        _log_settled(job, SUMMARY_KEY[event], decision)
+    if ended:
+        end_jobs(ended, now)
+    if updated:
+        bulk.update_rows(FutureJob, updated, _SETTLE_FIELDS)
+
+
+def _lock_reserved(pks: list[int], token: str) -> dict[int, FutureJob]:
+    """The jobs among ``pks`` still reserved under ``token``, locked until the transaction ends."""
+    rows = FutureJob.objects.select_for_update().filter(bulk.AnyOf(F("pk"), pks), reserved_by=token)
+    return {job.pk: job for job in rows.order_by()}
+
+
+def _log_settled(job: FutureJob, what: str, decision: Decision) -> None:
+    logger.info(
+        "check=%s entity=%s#%s outcome=%s duration=%.3fs%s",
+        job.job_exec, job.entity_name, job.entity_key, what, decision.seconds,
+        f" error={decision.error}" if decision.error else "",
+    )

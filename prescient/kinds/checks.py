@@ -1,0 +1,152 @@
+"""The kind of the seed article: a check about one entity (``@prescient.check``).
+
+A batch's entities are loaded in bulk, one query per model; each check is called as
+``check(entity, job)`` under its timeout and returns ``None`` (done), or a timedelta or an
+aware datetime (check again then, rounded up to a slot).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.apps import apps
+from django.core.checks import CheckMessage, Error
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import F
+
+from prescient import slots
+from prescient.checks import Check, get_check, registered
+from prescient.conf import setting
+from prescient.engine import bulk, runner
+from prescient.engine.decisions import Decision, failure
+from prescient.engine.kind import JobKind
+from prescient.exceptions import PrescientError
+from prescient.models import FutureJob, JobHistory
+from prescient.states import Event, Outcome
+
+from .links import entity_link
+
+if TYPE_CHECKING:
+    from django.contrib.admin import AdminSite
+
+
+def load_entities(jobs: Iterable[FutureJob]) -> dict[tuple[str, str], models.Model]:
+    """The entities of ``jobs``, fetched with one query per model. Missing ones are absent.
+
+    Each model's default manager is used, so a manager that hides rows hides their entities.
+    """
+    keys: dict[str, set[str]] = defaultdict(set)
+    for job in jobs:
+        keys[job.entity_name].add(job.entity_key)
+    found: dict[tuple[str, str], models.Model] = {}
+    for name, wanted in keys.items():
+        try:
+            model = apps.get_model(name)
+        except (LookupError, ValueError):
+            continue  # reported per job by run()
+        pk = model._meta.pk
+        assert pk is not None
+        values = []
+        for key in wanted:
+            try:
+                values.append(pk.to_python(key))
+            except (ValueError, TypeError, ValidationError):
+                continue  # cannot be a key of this model: the entity is missing
+        for chunk in bulk.chunks(values, 500):
+            for obj in model._default_manager.filter(bulk.AnyOf(F("pk"), chunk)):
+                found[(name, str(obj.pk))] = obj
+    return found
+
+
+def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime) -> Decision:
+    """Turn what a check returned into the next event for its job."""
+    decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
+    value = result.value
+    if result.failed:
+        return failure(decision, check, result.error, now)
+    if value is None:
+        decision.outcome = Outcome.COMPLETED
+        return decision
+    if isinstance(value, timedelta):
+        wanted = now + value
+    elif isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            return failure(
+                decision, check,
+                f"TypeError: check {check.name!r} returned a naive datetime ({value.isoformat()}); "
+                "return an aware datetime", now,
+            )
+        wanted = value
+    else:
+        return failure(
+            decision, check,
+            f"TypeError: check {check.name!r} returned {type(value).__name__} ({value!r:.80}); "
+            "expected None, a timedelta or an aware datetime", now,
+        )
+    if wanted < now or wanted > now + check.horizon:
+        decision.outcome = Outcome.HORIZON
+        decision.error = f"next check {wanted.isoformat()} is outside [now, now + {check.horizon.days} days]"
+        return decision
+    if job.check_count >= check.checks_allowed:
+        decision.outcome = Outcome.MAX_CHECKS
+        return decision
+    decision.event = Event.RESCHEDULE
+    decision.next_check_at = slots.next_check(wanted, now, int(setting("SLOT_MINUTES")))
+    return decision
+
+
+class CheckKind(JobKind):
+    """Jobs of ``@prescient.check`` functions, each about one model instance."""
+
+    name = "check"
+    verbose_name = "check"
+
+    def definition(self, job: FutureJob | JobHistory) -> Check:
+        return get_check(job.job_exec)
+
+    def prepare(self, jobs: Sequence[FutureJob]) -> dict[int, Any]:
+        entities = load_entities(jobs)
+        contexts: dict[int, Any] = {}
+        for job in jobs:
+            entity = entities.get((job.entity_name, job.entity_key))
+            if entity is not None:
+                contexts[job.pk] = entity
+        return contexts
+
+    def run(self, job: FutureJob, context: Any, now: datetime) -> Decision:
+        try:
+            check = self.definition(job)
+        except PrescientError as exc:
+            return failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now)
+        try:
+            apps.get_model(job.entity_name)
+        except (LookupError, ValueError) as exc:
+            return failure(Decision(job=job, event=Event.FINISH), check, runner.describe(exc), now)
+        if context is None:
+            return Decision(job=job, event=Event.FINISH, outcome=Outcome.ENTITY_MISSING)
+        label = f"{check.name}[{job.entity_name}#{job.entity_key}]"
+        result = runner.call(check.func, (context, job), check.timeout, label)
+        return decide(job, check, result, now)
+
+    def describe_html(self, row: FutureJob | JobHistory, site: AdminSite) -> str:
+        return entity_link(site, row.entity_name, row.entity_key)
+
+    def system_checks(self) -> list[CheckMessage]:
+        errors: list[CheckMessage] = []
+        for entry in registered():
+            if entry.kind != self.name or entry.model_label is None:
+                continue
+            try:
+                apps.get_model(entry.model_label)
+            except LookupError:
+                errors.append(
+                    Error(
+                        f"Check {entry.name!r} names model {entry.model_label!r}, which is not installed",
+                        id="prescient.E010",
+                    )
+                )
+        return errors

@@ -1,0 +1,417 @@
+"""The kind of django.tasks tasks enqueued on a :class:`prescient.tasks.PrescientBackend`.
+
+A task job is about no entity (its ``entity_name`` is :data:`TASK_ENTITY`, its key a random
+id); its check name is ``task:<module path>``. Its arguments, attempts and return value travel
+in ``payload``. This module knows the tasks (by module path), runs one under its timeout,
+shapes its errors as django.tasks ``TaskError`` entries, retries it at once rather than at the
+next slot, and sends ``task_started`` / ``task_finished``.
+
+Nothing is imported from a string kept in the database unless it is safe: a task's module is
+imported on demand only when it belongs to an installed app's package, and what it names must
+be a Task using a prescient backend (:func:`find_task`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from datetime import datetime, timedelta
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeAlias, TypeVar
+
+from django.apps import apps
+from django.conf import settings
+from django.core.checks import CheckMessage, Error
+from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
+from django.tasks.base import TaskError
+from django.tasks.signals import task_finished, task_started
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.json import normalize_json
+from django.utils.module_loading import autodiscover_modules
+from django.utils.translation import gettext
+
+from prescient import checks
+from prescient.checks import Check
+from prescient.engine import runner
+from prescient.engine.decisions import Decision, failure
+from prescient.engine.kind import JobKind
+from prescient.exceptions import PrescientError, UnknownCheck
+from prescient.models import FutureJob, JobHistory
+from prescient.states import Event, Outcome
+
+if TYPE_CHECKING:
+    from django.contrib.admin import AdminSite
+
+    #: Any task or result, whatever its arguments and return value (generic in the stubs only).
+    AnyTask: TypeAlias = Task[..., Any]
+    AnyResult: TypeAlias = TaskResult[..., Any]
+    _P = ParamSpec("_P")
+    _R = TypeVar("_R")
+
+logger = logging.getLogger(__name__)
+
+BACKEND_PATH = "prescient.tasks.PrescientBackend"
+#: The ``entity_name`` of task jobs: they are about no entity.
+TASK_ENTITY = "prescient.task"
+#: Prefix of the check name of a task job: ``task:<module path>``.
+CHECK_PREFIX = "task:"
+#: The backend OPTIONS prescient reads, and what each must be.
+OPTIONS = {
+    "MAX_RETRIES": "a whole number >= 0",
+    "TIMEOUT_SECONDS": "a positive number",
+    "RETRY_DELAY_SECONDS": "a number >= 0",
+    "ROUND_TO_SLOT": "True or False",
+}
+
+#: Every task created with a PrescientBackend, by module path (the first one of each path).
+_tasks: dict[str, AnyTask] = {}
+
+
+class TaskNotFound(PrescientError, LookupError):
+    """A task job names a module path that no installed app defines as a prescient task."""
+
+
+# --- the tasks known -----------------------------------------------------------------------------
+
+
+def check_name(task: AnyTask) -> str:
+    return CHECK_PREFIX + task.module_path
+
+
+def register_task(task: AnyTask, backend_alias: str, options: dict[str, Any]) -> None:
+    """Make ``task`` runnable: known by its module path, with its timeout and retries."""
+    path = task.module_path
+    known = _tasks.get(path)
+    if known is not None and known.func is task.func:
+        return
+    _tasks[path] = task
+    max_retries = getattr(task, "max_retries", None)
+    timeout = getattr(task, "timeout_seconds", None)
+    checks.add(
+        Check(
+            name=check_name(task),
+            func=_invoke,
+            model_label=TASK_ENTITY,  # no model has this label: schedule() refuses it
+            timeout_seconds=timeout if timeout is not None else options.get("TIMEOUT_SECONDS"),
+            max_retries=max_retries if max_retries is not None else options.get("MAX_RETRIES"),
+            options={"task": task, "backend": backend_alias, "retry_delay": options.get("RETRY_DELAY_SECONDS", 0)},
+            kind=TaskKind.name,
+        )
+    )
+
+
+def discover() -> None:
+    """Import every installed app's ``tasks`` module, so its tasks are registered."""
+    autodiscover_modules("tasks")
+
+
+def _installed_package(module: str) -> bool:
+    return any(module == app.name or module.startswith(app.name + ".") for app in apps.get_app_configs())
+
+
+def find_task(path: str) -> AnyTask:
+    """The prescient task at module path ``path``, importing its module if need be.
+
+    The module is imported only when it belongs to an installed app's package, and the object
+    found must be a Task using a prescient backend: anything else raises :class:`TaskNotFound`
+    saying which, and nothing outside the installed apps is ever imported.
+    """
+    task = _tasks.get(path)
+    if task is not None:
+        return task
+    module, _, name = path.rpartition(".")
+    if not module or not _installed_package(module):
+        raise TaskNotFound(
+            f"Task {path!r} is not defined by any installed app: its module {module!r} is not in "
+            "an installed app's package, so it was not imported"
+        )
+    try:
+        found = getattr(import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise TaskNotFound(f"Task {path!r} cannot be loaded: {type(exc).__name__}: {exc}") from None
+    if not isinstance(found, Task):
+        raise TaskNotFound(f"{path!r} is a {type(found).__name__}, not a django.tasks Task")
+    if not getattr(found.get_backend(), "is_prescient", False):
+        raise TaskNotFound(f"Task {path!r} uses backend {found.backend!r}, which is not a prescient backend")
+    task = _tasks.get(path)  # creating it registered it (validate_task), with its backend's options
+    if task is None:
+        raise TaskNotFound(f"Task {path!r} was found but not registered by its backend")
+    return task
+
+
+def task_of(row: FutureJob | JobHistory) -> AnyTask:
+    """The Task of a job or history row, as it was enqueued (TaskNotFound if unknown)."""
+    path = row.job_exec.removeprefix(CHECK_PREFIX)
+    if path not in _tasks:
+        discover()
+    task = find_task(path)
+    payload = row.payload or {}
+    run_after = payload.get("run_after")
+    return clone(
+        task,
+        queue_name=row.queue,
+        priority=row.priority,
+        backend=payload.get("backend", task.backend),
+        run_after=datetime.fromisoformat(run_after) if run_after else None,
+    )
+
+
+def clone(task: AnyTask, **changes: Any) -> AnyTask:
+    """A copy of ``task`` with ``changes``, made without validating it again."""
+    copied = object.__new__(type(task))
+    for f in dataclasses.fields(task):
+        object.__setattr__(copied, f.name, changes.get(f.name, getattr(task, f.name)))
+    return copied
+
+
+def as_json(value: Any) -> Any:
+    """``value`` as it comes back from JSON; TypeError or ValueError if it does not fit."""
+    return json.loads(json.dumps(normalize_json(value), allow_nan=False))
+
+
+def new_job(task: AnyTask, backend_alias: str, args: list[Any], kwargs: dict[str, Any], due: datetime,
+            run_after: Any, now: datetime, key: str) -> FutureJob:
+    """The (unsaved) job of one enqueued task."""
+    return FutureJob(
+        kind=TaskKind.name,
+        entity_name=TASK_ENTITY,
+        entity_key=key,
+        job_exec=check_name(task),
+        first_check_at=due,
+        next_check_at=due,
+        created_at=now,
+        queue=task.queue_name,
+        priority=task.priority,
+        payload={
+            "args": args,
+            "kwargs": kwargs,
+            "takes_context": task.takes_context,
+            "backend": backend_alias,
+            "run_after": None if run_after is None else due.isoformat(),
+            "worker_ids": [],
+            "started_at": None,
+            "last_attempted_at": None,
+        },
+    )
+
+
+# --- results -----------------------------------------------------------------------------------
+
+
+def _when(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _errors(entries: list[Any]) -> list[TaskError]:
+    errors = []
+    for entry in entries or []:
+        if not isinstance(entry, dict):
+            continue
+        errors.append(
+            TaskError(
+                exception_class_path=entry.get("exception_class_path") or _class_of(str(entry.get("error", ""))),
+                traceback=entry.get("traceback") or str(entry.get("error", "")),
+            )
+        )
+    return errors
+
+
+def _class_of(error: str) -> str:
+    """The exception class of an error prescient recorded without one (timeouts, lost runs)."""
+    if error.startswith("CheckTimeout"):
+        return "prescient.exceptions.CheckTimeout"
+    if error.startswith(("UnknownCheck", "TaskNotFound")):
+        return "prescient.exceptions.UnknownCheck"
+    return "prescient.exceptions.RunFailed"
+
+
+def result_of(row: FutureJob | JobHistory, task: Task[_P, _R], status: TaskResultStatus) -> TaskResult[_P, _R]:
+    """The django.tasks TaskResult of a job or history row."""
+    payload = row.payload or {}
+    result: TaskResult[_P, _R] = TaskResult(
+        task=task,
+        id=str(row.job_id if isinstance(row, JobHistory) else row.pk),
+        status=status,
+        enqueued_at=row.created_at,
+        started_at=_when(payload.get("started_at")),
+        finished_at=row.finished_at if isinstance(row, JobHistory) else None,
+        last_attempted_at=_when(payload.get("last_attempted_at")),
+        args=payload.get("args", []),
+        kwargs=payload.get("kwargs", {}),
+        backend=payload.get("backend", task.backend),
+        errors=_errors(row.errors if isinstance(row, JobHistory) else row.recent_errors),
+        worker_ids=list(payload.get("worker_ids", [])),
+    )
+    if status == TaskResultStatus.SUCCESSFUL:
+        object.__setattr__(result, "_return_value", payload.get("return_value"))
+    return result
+
+
+# --- running -----------------------------------------------------------------------------------
+
+
+def _invoke(task: AnyTask, job: FutureJob) -> Any:
+    payload = job.payload or {}
+    args, kwargs = payload.get("args", []), payload.get("kwargs", {})
+    if task.takes_context:
+        context: TaskContext[..., Any] = TaskContext(task_result=result_of(job, task, TaskResultStatus.RUNNING))
+        return task.call(context, *args, **kwargs)
+    return task.call(*args, **kwargs)
+
+
+def _note_attempt(job: FutureJob, at: datetime) -> None:
+    """Count one attempt per claim: the claim's token is the worker id of the attempt."""
+    payload = dict(job.payload or {})
+    ids = list(payload.get("worker_ids", []))
+    if job.reserved_by and (not ids or ids[-1] != job.reserved_by):
+        ids.append(job.reserved_by)
+        payload["last_attempted_at"] = at.isoformat()
+        payload["started_at"] = payload.get("started_at") or at.isoformat()
+    payload["worker_ids"] = ids
+    job.payload = payload
+
+
+def _detail_error(job: FutureJob, exception_path: str, traceback: str) -> None:
+    """Give the error just recorded on ``job`` the shape of a django.tasks TaskError."""
+    if job.recent_errors and isinstance(job.recent_errors[-1], dict):
+        job.recent_errors[-1] = {
+            **job.recent_errors[-1], "exception_class_path": exception_path, "traceback": traceback
+        }
+
+
+def _retry_soon(decision: Decision, check: Check | None, now: datetime) -> None:
+    """A task's retry is due at once (or after RETRY_DELAY_SECONDS), not at the next slot."""
+    if decision.event != Event.RETRY:
+        return
+    delay = float((check.options.get("retry_delay") if check is not None else 0) or 0)
+    # Strictly after ``now``, so that the tick which ran it does not run it again at once.
+    decision.next_check_at = now + max(timedelta(seconds=delay), timedelta(microseconds=1))
+
+
+def _finished(decision: Decision, task: AnyTask | None) -> None:
+    """Send task_finished for a run that ends its task (written when the batch settles)."""
+    if decision.event != Event.FINISH or task is None:
+        return
+    status = TaskResultStatus.SUCCESSFUL if decision.outcome == Outcome.COMPLETED else TaskResultStatus.FAILED
+    result = result_of(decision.job, task, status)
+    object.__setattr__(result, "finished_at", timezone.now())
+    if status == TaskResultStatus.SUCCESSFUL:
+        object.__setattr__(result, "_return_value", (decision.job.payload or {}).get("return_value"))
+    task_finished.send(type(task.get_backend()), task_result=result)
+
+
+class TaskKind(JobKind):
+    """django.tasks tasks: about no entity, retried at once, results kept in the payload."""
+
+    name = "task"
+    verbose_name = "task"
+    supports_retry = True
+
+    def definition(self, job: FutureJob | JobHistory) -> Check:
+        try:
+            return checks.get_check(job.job_exec)
+        except UnknownCheck:
+            find_task(job.job_exec.removeprefix(CHECK_PREFIX))  # import its module if allowed
+            return checks.get_check(job.job_exec)
+
+    def run(self, job: FutureJob, context: Any, now: datetime) -> Decision:
+        try:
+            check = self.definition(job)
+        except PrescientError as exc:
+            decision = failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now)
+            _retry_soon(decision, None, now)
+            return decision
+        task: AnyTask = check.options["task"]
+        _note_attempt(job, timezone.now())
+        task_started.send(type(task.get_backend()), task_result=result_of(job, task, TaskResultStatus.RUNNING))
+        outcome = runner.call(_invoke, (task, job), check.timeout, f"{check.name}[{job.pk}]")
+        decision = Decision(job=job, event=Event.FINISH, seconds=outcome.seconds, ran=True)
+        if outcome.failed:
+            decision = failure(decision, check, outcome.error, now)
+            _detail_error(job, outcome.exception_path or _class_of(outcome.error), outcome.traceback or outcome.error)
+        else:
+            try:
+                value = as_json(outcome.value)
+            except (TypeError, ValueError) as exc:
+                error = f"TypeError: task {task.module_path} returned a value that is not JSON ({exc})"
+                decision = failure(decision, check, error, now)
+                _detail_error(job, "builtins.TypeError", error)
+            else:
+                job.payload = {**(job.payload or {}), "return_value": value}
+                decision.outcome = Outcome.COMPLETED
+        _retry_soon(decision, check, now)
+        _finished(decision, task)
+        return decision
+
+    def after_failed_run(self, decision: Decision, now: datetime) -> None:
+        job = decision.job
+        try:
+            check: Check | None = self.definition(job)
+        except PrescientError:
+            check = None
+        _note_attempt(job, now)
+        _detail_error(job, _class_of(decision.error), decision.error)
+        _retry_soon(decision, check, now)
+        _finished(decision, None if check is None else check.options.get("task"))
+
+    def after_lost_run(self, job: FutureJob, now: datetime) -> None:
+        _note_attempt(job, now)
+        _detail_error(job, "prescient.exceptions.RunFailed", job.last_error)
+
+    def retry(self, row: JobHistory) -> str:
+        """Enqueue a finished task again, with the arguments, queue and priority it had."""
+        task = clone(task_of(row), run_after=None)
+        payload = row.payload or {}
+        return str(task.get_backend().enqueue(task, payload.get("args", []), payload.get("kwargs", {})).id)
+
+    def describe(self, row: FutureJob | JobHistory) -> str:
+        """The task's call, e.g. ``add(4, 5, name='x')``, its arguments shortened."""
+        payload = row.payload if isinstance(row.payload, dict) else {}
+        args = [repr(value) for value in payload.get("args", [])]
+        args += [f"{key}={value!r}" for key, value in (payload.get("kwargs") or {}).items()]
+        text = ", ".join(args)
+        if len(text) > 120:
+            text = text[:119] + "…"
+        return f"{row.job_exec.removeprefix(CHECK_PREFIX).rpartition('.')[2]}({text})"
+
+    def describe_html(self, row: FutureJob | JobHistory, site: AdminSite) -> str:
+        """The call, with the task's queue and priority below it."""
+        return format_html(
+            "{}<br><small>{}</small>", self.describe(row),
+            gettext("task · queue %(queue)s · priority %(priority)s") % {"queue": row.queue, "priority": row.priority},
+        )
+
+    def system_checks(self) -> list[CheckMessage]:
+        """Each prescient backend's OPTIONS: known keys, and values of the right type."""
+        errors: list[CheckMessage] = []
+        for alias, config in (getattr(settings, "TASKS", None) or {}).items():
+            if not isinstance(config, dict) or config.get("BACKEND") != BACKEND_PATH:
+                continue
+            errors.extend(_check_options(alias, config.get("OPTIONS", {})))
+        return errors
+
+
+def _check_options(alias: str, options: Any) -> list[CheckMessage]:
+    where = f"TASKS[{alias!r}]['OPTIONS']"
+    if not isinstance(options, dict):
+        return [Error(f"{where} must be a dict", hint=f"got {type(options).__name__}", id="prescient.E020")]
+    errors: list[CheckMessage] = []
+    for key, value in options.items():
+        if key not in OPTIONS:
+            known = ", ".join(sorted(OPTIONS))
+            errors.append(
+                Error(f"Unknown option {where}[{key!r}]", hint=f"Known options: {known}", id="prescient.E021")
+            )
+            continue
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        valid = {
+            "MAX_RETRIES": isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+            "TIMEOUT_SECONDS": number and value > 0,
+            "RETRY_DELAY_SECONDS": number and value >= 0,
+            "ROUND_TO_SLOT": isinstance(value, bool),
+        }[key]
+        if not valid:
+            errors.append(Error(f"{where}[{key!r}] must be {OPTIONS[key]}", hint=f"got {value!r}", id="prescient.E022"))
+    return errors

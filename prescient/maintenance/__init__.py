@@ -1,0 +1,90 @@
+"""Upkeep: the duties that keep the tables healthy, one module each.
+
+Each duty is a :class:`Service` with a ``name``, an ``interval`` and ``run_once(now) -> int``
+(how many rows it dealt with). Ticks and workers call :func:`run_due` once per pass; it runs
+each duty that is due, and on PostgreSQL only one process at a time runs a given duty (a
+transaction-level advisory lock, never waited for), so ten workers do not all bury the same
+rows. River's ``internal/maintenance`` and Oban's plugins are the models.
+
+Built in: :mod:`.rescuer` (stale claims: reclaimed or buried) and :mod:`.worker_pruner` (rows
+of workers stopped long ago). A new duty is a new module registered with :func:`register`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import ClassVar
+
+from prescient.engine import store
+from prescient.engine.sweep import Survey
+from prescient.engine.sweep import survey as take_survey
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Service", "register", "register_builtin", "registered_services", "run_due"]
+
+
+class Service:
+    """One upkeep duty."""
+
+    #: Unique; also names its advisory lock.
+    name: ClassVar[str] = ""
+    #: Seconds between two runs in one process (counted from the process's start).
+    interval: ClassVar[float] = 3600.0
+
+    def __init__(self) -> None:
+        self.last_run = time.monotonic()
+
+    def is_due(self, survey: Survey) -> bool:
+        """Whether to run now, given the pass's survey (by default: once per ``interval``)."""
+        return time.monotonic() - self.last_run >= self.interval
+
+    def run_once(self, now: datetime) -> int:
+        """Do the duty once, as of ``now``; returns how many rows it dealt with."""
+        raise NotImplementedError
+
+
+_services: dict[str, Service] = {}
+
+
+def register(service: Service) -> Service:
+    """Make ``service`` one of the duties :func:`run_due` runs (replacing one of its name)."""
+    if not service.name:
+        raise ValueError(f"{type(service).__name__} has no name")
+    _services[service.name] = service
+    return service
+
+
+def registered_services() -> Iterator[Service]:
+    for name in sorted(_services):
+        yield _services[name]
+
+
+def register_builtin() -> None:
+    from .rescuer import Rescuer
+    from .worker_pruner import WorkerPruner
+
+    for service in (Rescuer(), WorkerPruner()):
+        if service.name not in _services:
+            register(service)
+
+
+def run_due(now: datetime, *, survey: Survey | None = None) -> dict[str, int]:
+    """Run every duty that is due as of ``now``; returns ``{name: rows dealt with}`` of those
+    that ran. ``survey``: the pass's survey, if it has one (else one is taken)."""
+    if survey is None:
+        survey = take_survey(now)
+    done: dict[str, int] = {}
+    for service in registered_services():
+        if not service.is_due(survey):
+            continue
+        service.last_run = time.monotonic()
+        with store.exclusive(f"maintenance:{service.name}") as mine:
+            if not mine:
+                logger.debug("upkeep %s: another process is running it", service.name)
+                continue
+            done[service.name] = service.run_once(now)
+    return done

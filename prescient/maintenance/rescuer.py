@@ -1,0 +1,96 @@
+"""The rescuer: claims whose lease went stale.
+
+A claim is stale when its reservation is older than ``STALE_AFTER_SECONDS``. A worker renews
+its leases while it lives, so its stale claim means the worker is gone: the job counts a
+failed run and is due again at once (or ends ``failed`` past its retries). Any other stale
+claim (a tick that died) is moved to ``buried`` for a person to decide. A job killed or
+cancelled while its run was in flight ends as asked (its run will never return to end it),
+with the "worker lost" error in its history row.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db import models, transaction
+
+from prescient import states
+from prescient.conf import setting, stale_after_seconds
+from prescient.engine import store
+from prescient.engine.decisions import record_error
+from prescient.engine.kind import get_kind
+from prescient.engine.sweep import WORKER_TOKEN_PREFIX, Survey, definition_of
+from prescient.exceptions import PrescientError
+from prescient.models import FutureJob
+from prescient.states import Event, Outcome, State
+
+from . import Service
+
+logger = logging.getLogger(__name__)
+
+
+def stale(cutoff: datetime) -> models.QuerySet[FutureJob]:
+    """Claims older than ``cutoff`` in a state the rescuer may move."""
+    return (
+        FutureJob.objects.in_flight()
+        .filter(reserved_at__lt=cutoff, state__in=states.states_from(Event.BURY, State.BURIED))
+        .order_by()
+    )
+
+
+def reclaim(job: FutureJob, now: datetime) -> None:
+    """A lost worker's claim (``job`` locked): a failed run, due again at once (or failed)."""
+    job.failure_count += 1
+    try:
+        get_kind(job.kind).after_lost_run(job, now)
+    except PrescientError:
+        pass
+    definition = definition_of(job)
+    retries = definition.retries_allowed if definition is not None else int(setting("MAX_RETRIES"))
+    if job.failure_count > retries:
+        states.target(job, Event.FINISH)
+        store.end_job(job, Outcome.FAILED, now)
+        logger.warning("job id=%s failed: its worker was lost too often", job.pk)
+        return
+    store.clear_reservation(job, states.target(job, Event.RECLAIM))
+    logger.warning("job id=%s reclaimed from a lost worker; due again", job.pk)
+
+
+def rescue(now: datetime) -> int:
+    """Deal with every claim stale at ``now``; returns how many jobs were reclaimed or buried."""
+    cutoff = now - timedelta(seconds=stale_after_seconds())
+    moved = 0
+    for pk in list(stale(cutoff).values_list("pk", flat=True)):
+        with transaction.atomic():
+            job = FutureJob.objects.select_for_update().filter(pk=pk).first()
+            if job is None or not job.in_flight or job.reserved_at is None or job.reserved_at >= cutoff:
+                continue
+            error = f"worker lost: reservation {job.reserved_by} from {job.reserved_at.isoformat()} went stale"
+            record_error(job, error, now)
+            if job.end_requested:
+                states.target(job, Event.FINISH)
+                store.end_job(job, job.end_requested, now)
+                logger.warning("job id=%s ended %s: %s", job.pk, job.end_requested, error)
+                continue
+            if job.reserved_by.startswith(WORKER_TOKEN_PREFIX):
+                reclaim(job, now)
+                moved += 1
+                continue
+            store.clear_reservation(job, states.target(job, Event.BURY))
+            moved += 1
+            logger.warning("job id=%s buried: %s", job.pk, error)
+    return moved
+
+
+class Rescuer(Service):
+    """Runs whenever the pass's survey saw a stale claim."""
+
+    name = "rescuer"
+    interval = 0.0
+
+    def is_due(self, survey: Survey) -> bool:
+        return survey.stale
+
+    def run_once(self, now: datetime) -> int:
+        return rescue(now)

@@ -1,0 +1,71 @@
+"""Wake-ups: PostgreSQL LISTEN/NOTIFY so an idle worker starts work made due now at once.
+
+The writer (:func:`prescient.engine.store.notify`) notifies inside its transaction; PostgreSQL
+delivers the notification when (and only if) that transaction commits. Other databases have no
+such thing: the worker polls them instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from django.db import connection
+
+from prescient.engine.store import CHANNEL, can_listen
+
+logger = logging.getLogger(__name__)
+
+class Listener:
+    """A dedicated autocommit connection LISTENing on :data:`CHANNEL` (PostgreSQL only)."""
+
+    def __init__(self) -> None:
+        self._conn: Any = None
+
+    @staticmethod
+    def available() -> bool:
+        return can_listen()
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        settings = connection.settings_dict
+        params: dict[str, Any] = {
+            "dbname": settings.get("NAME") or "postgres",
+            "user": settings.get("USER") or None,
+            "password": settings.get("PASSWORD") or None,
+            "host": settings.get("HOST") or None,
+            "port": settings.get("PORT") or None,
+        }
+        conn = psycopg.connect(autocommit=True, **{k: v for k, v in params.items() if v})
+        conn.execute(f"LISTEN {CHANNEL}")
+        return conn
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds for a notification; True if one came.
+
+        A broken connection is dropped and the wait falls back to sleeping; the next call
+        reconnects.
+        """
+        deadline = time.monotonic() + max(timeout, 0.0)
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = self._connect()
+            woken = False
+            for _ in self._conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
+                woken = True
+            return woken
+        except Exception as exc:
+            logger.warning("listener connection failed (%s); polling until it is back", exc)
+            self.close()
+            time.sleep(max(0.0, min(1.0, deadline - time.monotonic())))
+            return False
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:
+                pass
+        self._conn = None

@@ -1,0 +1,156 @@
+"""Child processes that run checks for a worker, with hard timeouts.
+
+Each child is a fresh interpreter (``spawn``: nothing inherited from the worker but its
+settings), runs one check at a time and sends back the
+:class:`~prescient.engine.sweep.Decision`. The check's own timeout is enforced inside the child
+(``SIGALRM``, as in the tick); if the child does not answer by ``timeout + HARD_KILL_AFTER``
+(a check stuck in C code), or dies (a segfault, ``os._exit``), the worker kills and replaces it
+and counts a failed run. Children die with their worker (``PR_SET_PDEATHSIG`` on Linux, see
+:mod:`prescient.runtime.child`), so a killed worker leaves no orphan run going on behind the
+stale-reservation rule.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from prescient.engine import sweep
+from prescient.engine.decisions import Decision
+from prescient.models import FutureJob
+
+from .child import main as child_main
+
+logger = logging.getLogger(__name__)
+
+#: Seconds past a check's timeout before its child process is killed.
+HARD_KILL_AFTER = 2.0
+
+
+@dataclass
+class Child:
+    process: Any
+    conn: Connection
+    job: FutureJob | None = None
+    now: datetime | None = None
+    started: float = 0.0
+    deadline: float = 0.0
+
+
+class Pool:
+    """A fixed number of child processes, each running one check at a time."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._context = multiprocessing.get_context("spawn")
+        self.children: list[Child] = []
+        for _ in range(size):
+            self.children.append(self._spawn())
+        for child in self.children:
+            self._await_ready(child)
+
+    def _spawn(self) -> Child:
+        ours, theirs = self._context.Pipe()
+        process = self._context.Process(
+            target=child_main, args=(theirs, os.getpid()), name="prescient-child", daemon=True
+        )
+        process.start()
+        theirs.close()
+        return Child(process=process, conn=ours)
+
+    @staticmethod
+    def _await_ready(child: Child, timeout: float = 60.0) -> None:
+        """Wait until a child has set Django up, so its start-up is not counted as run time."""
+        if child.conn.poll(timeout):
+            child.conn.recv()
+
+    @property
+    def idle(self) -> list[Child]:
+        return [child for child in self.children if child.job is None]
+
+    @property
+    def busy(self) -> list[Child]:
+        return [child for child in self.children if child.job is not None]
+
+    def submit(self, child: Child, job: FutureJob, context: Any, now: datetime) -> None:
+        """Run ``job`` in ``child`` with what its kind prepared for it."""
+        child.job, child.now = job, now
+        child.started = time.monotonic()
+        child.deadline = child.started + sweep.timeout_of(job) + HARD_KILL_AFTER
+        child.conn.send((job, context, now))
+
+    def collect(self, timeout: float) -> list[Decision]:
+        """Decisions of runs that ended within ``timeout`` seconds (killing overdue children)."""
+        busy = self.busy
+        if not busy:
+            return []
+        now_mono = time.monotonic()
+        wait_for = max(0.0, min(timeout, min(c.deadline for c in busy) - now_mono))
+        ready = wait([c.conn for c in busy] + [c.process.sentinel for c in busy], wait_for)
+        decisions: list[Decision] = []
+        for child in busy:
+            if child.conn in ready:
+                try:
+                    decisions.append(child.conn.recv())
+                    self._free(child)
+                    continue
+                except (EOFError, OSError):
+                    pass  # died mid-run: handled below
+            if child.conn in ready or child.process.sentinel in ready:
+                decisions.append(self._replace(child, "died"))
+            elif time.monotonic() >= child.deadline:
+                decisions.append(self._replace(child, "overran"))
+        return decisions
+
+    def _free(self, child: Child) -> None:
+        child.job, child.now = None, None
+
+    def _replace(self, child: Child, why: str) -> Decision:
+        job, now = child.job, child.now
+        assert job is not None and now is not None
+        seconds = time.monotonic() - child.started
+        if child.process.is_alive():
+            child.process.kill()
+        child.process.join(5)
+        code = child.process.exitcode
+        if why == "overran":
+            error = f"CheckTimeout: {job.job_exec} did not return within its timeout; its process was killed"
+        else:
+            error = f"ChildDied: the process running {job.job_exec} exited with code {code}"
+        logger.error("job id=%s %s", job.pk, error)
+        child.conn.close()
+        index = self.children.index(child)
+        self.children[index] = fresh = self._spawn()
+        self._await_ready(fresh)
+        return sweep.failed_run(job, error, now, seconds)
+
+    def abandon(self) -> list[FutureJob]:
+        """Kill every child; return the jobs they were running (to be handed back)."""
+        jobs = [child.job for child in self.children if child.job is not None]
+        for child in self.children:
+            if child.process.is_alive():
+                child.process.kill()
+            child.process.join(5)
+            child.conn.close()
+        self.children = []
+        return jobs
+
+    def close(self) -> None:
+        for child in self.children:
+            try:
+                child.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for child in self.children:
+            child.process.join(5)
+            if child.process.is_alive():
+                child.process.kill()
+                child.process.join(5)
+            child.conn.close()
+        self.children = []

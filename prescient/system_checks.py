@@ -1,0 +1,102 @@
+"""System checks: bad settings, broken registrations and bad options of each kind of job are
+reported by ``manage.py check``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
+from django.utils.module_loading import import_string
+
+from .conf import DEFAULTS
+from .engine.kind import registered_kinds
+
+MINUTES_PER_DAY = 24 * 60
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@register(Tags.compatibility)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    errors: list[Any] = []
+    conf = getattr(settings, "PRESCIENT", {})
+    if not isinstance(conf, dict):
+        return [Error("settings.PRESCIENT must be a dict", hint=f"got {type(conf).__name__}", id="prescient.E001")]
+    for key in conf:
+        if key not in DEFAULTS:
+            errors.append(
+                Error(
+                    f"Unknown setting PRESCIENT[{key!r}]",
+                    hint="Known settings: " + ", ".join(sorted(DEFAULTS)),
+                    id="prescient.E002",
+                )
+            )
+    values = {**DEFAULTS, **conf}
+    slot = values["SLOT_MINUTES"]
+    if not isinstance(slot, int) or isinstance(slot, bool) or slot <= 0 or MINUTES_PER_DAY % slot:
+        errors.append(
+            Error(
+                "PRESCIENT['SLOT_MINUTES'] must be a whole number of minutes that divides a day",
+                hint=f"expected e.g. 1, 5, 15, 30 or 60; got {slot!r}",
+                id="prescient.E003",
+            )
+        )
+    for key in ("TIMEOUT_SECONDS", "HORIZON_DAYS"):
+        if not _number(values[key]) or values[key] <= 0:
+            errors.append(
+                Error(f"PRESCIENT[{key!r}] must be a positive number", hint=f"got {values[key]!r}", id="prescient.E004")
+            )
+    for key in ("MAX_CHECKS", "MAX_RETRIES", "RECENT_ERRORS"):
+        if not isinstance(values[key], int) or isinstance(values[key], bool) or values[key] < 0:
+            errors.append(
+                Error(
+                    f"PRESCIENT[{key!r}] must be a whole number >= 0", hint=f"got {values[key]!r}", id="prescient.E005"
+                )
+            )
+    batch = values["BATCH_SIZE"]
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch <= 0:
+        errors.append(
+            Error("PRESCIENT['BATCH_SIZE'] must be a whole number > 0", hint=f"got {batch!r}", id="prescient.E006")
+        )
+    stale = values["STALE_AFTER_SECONDS"]
+    if stale is not None and (not _number(stale) or stale <= 0):
+        errors.append(
+            Error(
+                "PRESCIENT['STALE_AFTER_SECONDS'] must be None or a positive number",
+                hint=f"got {stale!r}",
+                id="prescient.E007",
+            )
+        )
+    elif stale is not None and _number(values["TIMEOUT_SECONDS"]) and stale <= values["TIMEOUT_SECONDS"]:
+        errors.append(
+            Warning(
+                "PRESCIENT['STALE_AFTER_SECONDS'] is not longer than TIMEOUT_SECONDS",
+                hint="a slow but alive run could be buried; leave a grace period",
+                id="prescient.W001",
+            )
+        )
+    try:
+        handler = import_string(values["ERROR_HANDLER"])
+        if not callable(handler):
+            raise TypeError("not callable")
+    except (ImportError, TypeError, ValueError) as exc:
+        errors.append(
+            Error(
+                f"PRESCIENT['ERROR_HANDLER'] {values['ERROR_HANDLER']!r} cannot be used: {exc}",
+                hint="give the dotted path of a callable(job, check, now)",
+                id="prescient.E008",
+            )
+        )
+    return errors
+
+
+@register(Tags.models)
+def check_registry(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """Each kind of job validates its own registrations and options (see JobKind.system_checks)."""
+    errors: list[Any] = []
+    for kind in registered_kinds():
+        errors.extend(kind.system_checks())
+    return errors

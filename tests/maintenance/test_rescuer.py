@@ -1,0 +1,61 @@
+"""The rescuer (prescient.maintenance.rescuer): stale claims reclaimed, buried or ended."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from prescient.maintenance.rescuer import Rescuer
+from prescient.models import FutureJob, JobHistory
+from prescient.states import Outcome, State
+
+pytestmark = pytest.mark.django_db
+
+STALE = timedelta(seconds=61 + 60)  # past the default stale period (timeout 60 s + 60 s)
+
+
+def claimed(make_job, thing, t0, token, **fields):
+    return make_job(thing=thing, state=State.RUNNING, reserved_by=token, reserved_at=t0 - STALE, **fields)
+
+
+def test_run_once__reclaims_a_lost_workers_claim_and_buries_a_dead_ticks(make_job, make_thing, t0):
+    worker_job = claimed(make_job, make_thing(name="w"), t0, "worker:host:1/1")
+    tick_job = claimed(make_job, make_thing(name="t"), t0, "tick:1:abc")
+    assert Rescuer().run_once(t0) == 2
+    worker_job.refresh_from_db()
+    tick_job.refresh_from_db()
+    assert (worker_job.state, worker_job.reserved_by, worker_job.failure_count) == (State.SCHEDULED, "", 1)
+    assert "worker lost" in worker_job.last_error
+    assert (tick_job.state, tick_job.reserved_by) == (State.BURIED, "")
+
+
+def test_run_once__leaves_fresh_claims_alone(make_job, make_thing, t0):
+    fresh = t0 - timedelta(seconds=5)
+    job = make_job(thing=make_thing(), state=State.RUNNING, reserved_by="worker:x/1", reserved_at=fresh)
+    assert Rescuer().run_once(t0) == 0
+    job.refresh_from_db()
+    assert job.state == State.RUNNING and job.reserved_by == "worker:x/1"
+
+
+def test_run_once__a_claim_lost_too_often_ends_failed_with_one_history_row(make_job, make_thing, t0, settings):
+    settings.PRESCIENT = {"MAX_RETRIES": 0}
+    job = claimed(make_job, make_thing(), t0, "worker:host:1/1")
+    assert Rescuer().run_once(t0) == 1
+    assert not FutureJob.objects.filter(pk=job.pk).exists()
+    row = JobHistory.objects.get(job_id=job.pk)
+    assert row.outcome == Outcome.FAILED and "worker lost" in row.last_error
+
+
+def test_run_once__a_job_killed_during_its_lost_run_ends_killed(make_job, make_thing, t0):
+    job = claimed(make_job, make_thing(), t0, "worker:host:1/1", end_requested=Outcome.KILLED, end_reason="stop")
+    Rescuer().run_once(t0)
+    row = JobHistory.objects.get(job_id=job.pk)
+    assert (row.outcome, row.reason) == (Outcome.KILLED, "stop")
+
+
+def test_is_due__only_when_the_survey_saw_a_stale_claim():
+    from prescient.engine.sweep import Survey
+
+    assert Rescuer().is_due(Survey(due=False, stale=True))
+    assert not Rescuer().is_due(Survey(due=True, stale=False))
