@@ -14,7 +14,7 @@ VENV52 ?= .venv-django52
 PG_URL ?= postgres://postgres@127.0.0.1:5432/prescient
 STAMP = .tmp/.installed-$(notdir $(1))
 
-.PHONY: demo test test-fast test-django6 test-django52 setup setup52 postgres chromium lint clean bench bench-quick
+.PHONY: demo test test-fast test-django6 test-django52 setup setup52 postgres chromium lint clean bench bench-quick faults
 
 $(call STAMP,$(VENV)): pyproject.toml
 	@mkdir -p .tmp
@@ -54,6 +54,10 @@ test: setup setup52 postgres chromium
 # Django 6 on SQLite and PostgreSQL only: the quick loop while developing.
 test-fast: setup postgres chromium
 	scripts/run-tests $(VENV)
+
+# The fault suite alone: real workers and ticks on PostgreSQL (README, Running in production).
+faults: setup postgres
+	DATABASE_URL=postgres://postgres@127.0.0.1:5432/prescient $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/faults
 
 # Benchmarks: a scratch database (prescient_bench, created and dropped; BENCH_DATABASE_URL
 # overrides it), a table on stdout, bench/results.json. See README, Performance.

@@ -580,7 +580,7 @@ def idle_and_scaling(res: Results, raw: Raw, sizes: dict[str, Any]) -> None:
         if pg():
             # prescient's due query as a prepared statement: what it costs without being
             # planned anew at each call (Django binds parameters client-side, so it is).
-            survey_sql, survey_params = engine_sweep._survey_statement(now, now - timedelta(minutes=2))
+            survey_sql, survey_params = engine_sweep._survey_statement(now, timedelta(minutes=2))
             probes["idle.due_query_prepared"] = lambda: raw.run(survey_sql, survey_params).fetchall()  # noqa: B023
         samples: dict[str, list[float]] = {key: [] for key in probes}
         for _ in range(reps):  # round robin, so that every probe sees the same noise

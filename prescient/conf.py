@@ -31,6 +31,14 @@ DEFAULTS: dict[str, Any] = {
     "WORKER_POLL_SECONDS": 1.0,
     # prescient_worker on SIGTERM/SIGINT: how long runs in flight may take to finish.
     "WORKER_GRACE_SECONDS": 30,
+    # prescient_worker: jobs claimed beyond its idle children (0: a job is claimed only when a
+    # child is free to start it at once).
+    "WORKER_PREFETCH": 0,
+    # prescient_worker: the address space of each child, in MB (None: no limit). A run that goes
+    # over it is a failed run; the child goes on.
+    "CHILD_MEMORY_MB": None,
+    # prescient_worker: runs after which a child is replaced by a fresh one (None: never).
+    "CHILD_MAX_RUNS": None,
 }
 
 

@@ -54,6 +54,10 @@ class FutureJob(models.Model):
     recent_errors = models.JSONField(_("recent errors"), default=list, blank=True)
     reserved_at = models.DateTimeField(_("reserved at"), null=True, blank=True)
     reserved_by = models.CharField(_("reserved by"), max_length=64, blank=True, default="")
+    run_started_at = models.DateTimeField(
+        _("run started at"), null=True, blank=True,
+        help_text=_("When the run of the current claim started (empty: claimed, not started)."),
+    )
     end_requested = models.CharField(
         _("end requested"), max_length=16, choices=Outcome.choices, blank=True, default="",
         help_text=_("Set when a job is killed or cancelled while its run is in flight."),
@@ -202,6 +206,10 @@ class Worker(models.Model):
     last_slot_at = models.DateTimeField(_("last slot processed"), null=True, blank=True)
     stopped_at = models.DateTimeField(_("stopped at"), null=True, blank=True)
     jobs_done = models.PositiveBigIntegerField(_("jobs done"), default=0)
+    clock_skew_seconds = models.FloatField(
+        _("clock skew (s)"), default=0.0, db_default=0.0,
+        help_text=_("The host's clock minus the database's, at the last heartbeat."),
+    )
 
     class Meta:
         verbose_name = _("worker")

@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Max, Min
-from django.utils import timezone
 
+from .clock import db_now
 from .conf import stale_after_seconds
 from .models import FutureJob, Worker
 from .states import State
@@ -16,7 +16,7 @@ from .states import State
 
 def alive_workers(now: datetime | None = None) -> list[Worker]:
     """Workers that heart-beat within the stale period and have not stopped."""
-    now = now or timezone.now()
+    now = now or db_now()
     cutoff = now - timedelta(seconds=stale_after_seconds())
     return list(Worker.objects.filter(stopped_at__isnull=True, heartbeat_at__gte=cutoff))
 
@@ -31,6 +31,8 @@ class WorkerInfo:
     heartbeat_at: str
     heartbeat_age_seconds: float
     jobs_done: int
+    #: The worker's host clock minus the database's, at its last heartbeat.
+    clock_skew_seconds: float = 0.0
 
 
 @dataclass
@@ -47,8 +49,9 @@ class Status:
 
 
 def snapshot(now: datetime | None = None) -> Status:
-    """Counts per state, jobs due, the oldest overdue job's lateness, live workers, last slot."""
-    now = now or timezone.now()
+    """Counts per state, jobs due, the oldest overdue job's lateness, live workers, last slot
+    (as of ``now``, by default the database's time)."""
+    now = now or db_now()
     counts = {state.value: 0 for state in State}
     for row in FutureJob.objects.order_by().values("state").annotate(n=Count("id")):
         counts[row["state"]] = row["n"]
@@ -59,6 +62,7 @@ def snapshot(now: datetime | None = None) -> Status:
             name=w.name, hostname=w.hostname, pid=w.pid, concurrency=w.concurrency,
             started_at=w.started_at.isoformat(), heartbeat_at=w.heartbeat_at.isoformat(),
             heartbeat_age_seconds=round((now - w.heartbeat_at).total_seconds(), 1), jobs_done=w.jobs_done,
+            clock_skew_seconds=round(w.clock_skew_seconds, 3),
         )
         for w in alive_workers(now)
     ]

@@ -78,6 +78,34 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 id="prescient.W001",
             )
         )
+    for key in ("WORKER_PREFETCH", "CHILD_MEMORY_MB", "CHILD_MAX_RUNS"):
+        value, least = values[key], (0 if key == "WORKER_PREFETCH" else 1)
+        if (value is not None or key == "WORKER_PREFETCH") and (
+            not isinstance(value, int) or isinstance(value, bool) or value < least
+        ):
+            errors.append(
+                Error(
+                    f"PRESCIENT[{key!r}] must be a whole number >= {least}"
+                    + ("" if key == "WORKER_PREFETCH" else " or None"),
+                    hint=f"got {value!r}",
+                    id="prescient.E009",
+                )
+            )
+    heartbeat = values["WORKER_HEARTBEAT_SECONDS"]
+    stale_period = stale if _number(stale) else (
+        values["TIMEOUT_SECONDS"] + 60 if _number(values["TIMEOUT_SECONDS"]) else None
+    )
+    if _number(heartbeat) and stale_period is not None and heartbeat * 2 >= stale_period:
+        errors.append(
+            Warning(
+                "PRESCIENT['WORKER_HEARTBEAT_SECONDS'] is more than half the stale period",
+                hint=(
+                    f"a healthy worker renews its leases every {heartbeat}s; with a stale period of "
+                    f"{stale_period}s one late heartbeat makes its claims look lost"
+                ),
+                id="prescient.W002",
+            )
+        )
     try:
         handler = import_string(values["ERROR_HANDLER"])
         if not callable(handler):

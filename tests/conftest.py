@@ -12,6 +12,7 @@ import pytest
 from django.db import connection
 
 from prescient import checks as registry
+from prescient.clock import db_now
 from prescient.models import FutureJob
 from prescient.states import State
 from tests.testapp.models import Thing
@@ -76,6 +77,8 @@ def make_job(make_thing: Callable[..., Thing]) -> Callable[..., FutureJob]:
         **fields: Any,
     ) -> FutureJob:
         thing = thing or make_thing()
+        if fields.get("reserved_by") and "run_started_at" not in fields:
+            fields["run_started_at"] = fields.get("reserved_at")  # a claim whose run has started
         return FutureJob.objects.create(
             entity_name="testapp.thing",
             entity_key=str(thing.pk),
@@ -88,6 +91,21 @@ def make_job(make_thing: Callable[..., Thing]) -> Callable[..., FutureJob]:
         )
 
     return make
+
+
+@pytest.fixture
+def clock() -> datetime:
+    """The database's time now: leases and heartbeats are judged by it, not by ``now``."""
+    return db_now()
+
+
+def lose_claims(*pks: int, started: bool = True) -> int:
+    """Make the claims of ``pks`` look like those of a process that died an hour ago (by the
+    database's clock); ``started``: their runs had begun."""
+    old = db_now() - timedelta(hours=1)
+    return FutureJob.objects.filter(pk__in=pks).exclude(reserved_by="").update(
+        reserved_at=old, run_started_at=old if started else None
+    )
 
 
 def database_env() -> dict[str, str]:

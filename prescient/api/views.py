@@ -25,7 +25,7 @@ from ..checks import Check, get_check
 from ..conf import setting, stale_after_seconds
 from ..engine import verbs
 from ..exceptions import InvalidTime, UnknownCheck
-from ..models import FutureJob, JobHistory, Worker
+from ..models import FutureJob, JobHistory, Worker, Workflow
 from ..states import State
 from . import errors
 from .auth import ADD, CHANGE, VIEW, VIEW_HISTORY, Principal, caller, needs
@@ -46,6 +46,7 @@ from .schemas import (
     WorkflowOut,
 )
 
+EARLIEST = timedelta(days=1)  #: how far in the past an ``at`` may lie (late, not jumping the queue)
 logger = logging.getLogger(__name__)
 
 #: Larger request bodies are refused (a job's payload is a few hundred bytes).
@@ -211,13 +212,17 @@ def create_task(request: HttpRequest, payload: TaskIn) -> Any:
     principal = caller(request)
     if not principal.allows(payload.check):
         raise forbidden(f"This token may not act on the check {payload.check!r}.", field="check")
+    if payload.replace:
+        principal.require(CHANGE)  # replace moves a pending job: that is a change
     check = _registered(payload.check)
     instance = _entity(check, payload.entity.model, payload.entity.key)
     at, delay = _first_due(payload)
+    now = timezone.now()
+    if at is not None and at < now - EARLIEST:
+        raise invalid("at", f"{at.isoformat()} is more than a day in the past.")
     try:
         job, created = verbs.schedule_job(
-            instance, check, at=at, delay=delay, workflow=payload.workflow, replace=payload.replace,
-            now=timezone.now(),
+            instance, check, at=at, delay=delay, workflow=payload.workflow, replace=payload.replace, now=now,
         )
     except (InvalidTime, OverflowError) as exc:
         message = str(exc) if isinstance(exc, InvalidTime) else "The time is out of range."
@@ -339,13 +344,15 @@ def _workflow_caller(request: HttpRequest, name: str) -> Principal:
         )
     if not name.strip():
         raise invalid("name", "Give a workflow name.")
+    if not (Workflow.objects.filter(name=name).exists() or FutureJob.objects.filter(workflow=name).exists()):
+        raise ApiError(404, f"There is no workflow named {name!r}.")
     return principal
 
 
 @api.post(
     "workflows/{name}/pause",
     auth=needs(CHANGE),
-    response={200: WorkflowOut, **_errors(400, 401, 403, 503)},
+    response={200: WorkflowOut, **_errors(400, 401, 403, 404, 503)},
     tags=["workflows"],
     operation_id="pause_workflow",
     summary="Pause a workflow",
@@ -360,7 +367,7 @@ def pause_workflow(request: HttpRequest, name: Text = params.Path(..., max_lengt
 @api.post(
     "workflows/{name}/release",
     auth=needs(CHANGE),
-    response={200: WorkflowOut, **_errors(400, 401, 403, 503)},
+    response={200: WorkflowOut, **_errors(400, 401, 403, 404, 503)},
     tags=["workflows"],
     operation_id="release_workflow",
     summary="Release a workflow",

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from prescient import slots
+from prescient.cleaning import clean_text
 from prescient.conf import setting
 from prescient.retries import get_handler
 from prescient.states import Event, Outcome
@@ -59,7 +60,9 @@ class TickSummary:
 
 
 def record_error(job: FutureJob, error: str, now: datetime) -> None:
-    """Keep ``error`` as the job's last error and among its recent ones."""
+    """Keep ``error`` (cleaned: see :mod:`prescient.cleaning`) as the job's last error and
+    among its recent ones."""
+    error = clean_text(error)
     job.last_error = error
     kept = int(setting("RECENT_ERRORS"))
     job.recent_errors = ([*job.recent_errors, {"at": now.isoformat(), "error": error}])[-kept:]
@@ -69,6 +72,7 @@ def failure(decision: Decision, definition: Check | None, error: str, now: datet
     """Make ``decision`` a failed run: count it, keep the error, and ask the error handler
     whether to retry (``definition`` is None when the job's check is no longer known)."""
     job = decision.job
+    error = clean_text(error)
     decision.error = error
     job.failure_count += 1
     record_error(job, error, now)

@@ -20,6 +20,7 @@ from typing import Any
 
 from django.db import connection
 
+from prescient.conf import setting
 from prescient.exceptions import CheckTimeout
 
 from . import store
@@ -86,6 +87,11 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
     except Exception as exc:  # a check may raise anything; it is a failed run, not a crash
         logger.exception("check %s raised", label)
         result.error = describe(exc)
+        if isinstance(exc, MemoryError):
+            limit = setting("CHILD_MEMORY_MB")
+            result.error = f"MemoryError: {label} ran out of memory" + (
+                f" (its process may use {limit} MB: CHILD_MEMORY_MB)" if limit else ""
+            )
         result.exception_path = f"{type(exc).__module__}.{type(exc).__qualname__}"
         result.traceback = "".join(traceback.format_exception(exc))
     finally:

@@ -18,6 +18,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.db import connection
+from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models.functions import Now
 
 from prescient.checks import Check
 from prescient.conf import stale_after_seconds
@@ -50,54 +52,74 @@ class Survey(NamedTuple):
     due: bool
     #: Some reservation is older than the stale period (the rescuer has work).
     stale: bool
+    #: The database's time when it looked (None when not asked for).
+    clock: datetime | None = None
 
 
-def survey(now: datetime) -> Survey:
-    """``(anything due, any stale reservation)`` in one query, each answered by its own index.
+def survey(now: datetime | None = None) -> Survey:
+    """``(anything due, any stale reservation, the database's time)`` in one query, each EXISTS
+    answered by its own index. Due means due at ``now``, or by the database's clock when
+    ``now`` is None; staleness is always judged by the database's clock, so a replay's ``now``
+    cannot make a live claim look stale.
 
     This is all an idle tick costs, however many jobs are pending.
     """
-    cutoff = now - timedelta(seconds=stale_after_seconds())
-    sql, params = _survey_statement(now, cutoff)
+    stale_after = timedelta(seconds=stale_after_seconds())
+    if connection.vendor == "postgresql":
+        sql, params = _survey_statement(now, stale_after)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        assert row is not None
+        clock = row[2] if row[2].tzinfo is not None else row[2].replace(tzinfo=UTC)
+        return Survey(bool(row[0]), bool(row[1]), clock)
+    clock = store.db_now()  # the host's, where the database runs on this host (no query)
+    sql, params = _survey_sql(clock if now is None else now, clock - stale_after)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     assert row is not None
-    return Survey(bool(row[0]), bool(row[1]))
+    return Survey(bool(row[0]), bool(row[1]), clock)
 
 
-def _survey_sql(now: datetime, cutoff: datetime) -> tuple[str, list[Any]]:
-    due_sql, due_params = FutureJob.objects.due(now).order_by().values("pk")[:1].query.sql_with_params()
+def _survey_sql(due_at: Any, cutoff: Any, clock_sql: str = "") -> tuple[str, list[Any]]:
+    due_sql, due_params = FutureJob.objects.due(due_at).order_by().values("pk")[:1].query.sql_with_params()
     # Any old reservation, whatever its state: a superset of what the rescuer takes that
     # PostgreSQL plans in half the time (planning is most of what this query costs).
     stale = FutureJob.objects.in_flight().filter(reserved_at__lt=cutoff).order_by()
     stale_sql, stale_params = stale.values("pk")[:1].query.sql_with_params()
-    return f"SELECT EXISTS({due_sql}), EXISTS({stale_sql})", [*due_params, *stale_params]
+    return f"SELECT EXISTS({due_sql}), EXISTS({stale_sql}){clock_sql}", [*due_params, *stale_params]
 
 
-#: Two instants no caller passes, to find where ``now`` and the cutoff go among the parameters.
+#: Values no caller passes, to find where ``now`` and the stale period go among the parameters.
 _NOW_MARK = datetime(1999, 12, 31, 23, 59, 58, 123457, tzinfo=UTC)
-_CUTOFF_MARK = datetime(1999, 12, 31, 23, 59, 59, 654321, tzinfo=UTC)
-_survey_cache: dict[tuple[str, str], tuple[str, list[Any], int, int]] = {}
+_STALE_MARK = timedelta(days=9999, microseconds=424242)
+_survey_cache: dict[tuple[str, bool], tuple[str, list[Any], int | None, int]] = {}
 
 
-def _survey_statement(now: datetime, cutoff: datetime) -> tuple[str, list[Any]]:
-    """The survey's SQL, compiled by the ORM once per connection (compiling cost more than
-    running it), with ``now`` and ``cutoff`` put in place."""
-    due_field, stale_field = FutureJob._meta.get_field("next_check_at"), FutureJob._meta.get_field("reserved_at")
-    key = (connection.alias, connection.vendor)
+def _survey_statement(now: datetime | None, stale_after: timedelta) -> tuple[str, list[Any]]:
+    """The survey's SQL on PostgreSQL (the clock read by the statement itself), compiled by the
+    ORM once per connection and kind of ``now`` (compiling cost more than running it), with
+    ``now`` and the stale period put in place."""
+    key = (connection.alias, now is None)
     cached = _survey_cache.get(key)
     if cached is None:
-        sql, params = _survey_sql(_NOW_MARK, _CUTOFF_MARK)
-        now_at = [i for i, p in enumerate(params) if p == due_field.get_db_prep_value(_NOW_MARK, connection)]
-        cut_at = [i for i, p in enumerate(params) if p == stale_field.get_db_prep_value(_CUTOFF_MARK, connection)]
-        if len(now_at) != 1 or len(cut_at) != 1:  # not the shape expected: compile every time
-            return _survey_sql(now, cutoff)
-        cached = _survey_cache[key] = (sql, params, now_at[0], cut_at[0])
-    sql, params, now_index, cut_index = cached
+        clock = Now()
+        cutoff = ExpressionWrapper(clock - Value(_STALE_MARK), output_field=DateTimeField())
+        due_at: Any = clock if now is None else _NOW_MARK
+        sql, params = _survey_sql(due_at, cutoff, ", statement_timestamp()")
+        due_field = FutureJob._meta.get_field("next_check_at")
+        marked_now = due_field.get_db_prep_value(_NOW_MARK, connection)
+        now_at = [i for i, p in enumerate(params) if p == marked_now]
+        stale_at = [i for i, p in enumerate(params) if p == _STALE_MARK]
+        if len(stale_at) != 1 or len(now_at) != (0 if now is None else 1):  # not the shape expected
+            raise RuntimeError(f"prescient: unexpected survey statement {sql!r} {params!r}")
+        cached = _survey_cache[key] = (sql, params, now_at[0] if now_at else None, stale_at[0])
+    sql, params, now_index, stale_index = cached
     params = list(params)
-    params[now_index] = due_field.get_db_prep_value(now, connection)
-    params[cut_index] = stale_field.get_db_prep_value(cutoff, connection)
+    if now_index is not None:
+        params[now_index] = FutureJob._meta.get_field("next_check_at").get_db_prep_value(now, connection)
+    params[stale_index] = stale_after
     return sql, params
 
 
@@ -152,6 +174,15 @@ def hand_back(job: FutureJob) -> Decision:
     return Decision(job=job, event=Event.HAND_BACK)
 
 
+def run_claimed(job: FutureJob, token: str, now: datetime) -> Decision:
+    """Start the run of a job claimed under ``token`` and run it, with what its kind loads for
+    it just before (a fresh entity). A claim paused, killed or taken away since it was made is
+    not started: it is handed back, and settling applies what was asked."""
+    if not store.start(job, token):
+        return hand_back(job)
+    return run_one(job, prepare([job]).get(job.pk), now)
+
+
 def timeout_of(job: FutureJob) -> float:
     """Seconds one run of ``job`` may take (0 when its kind or definition is unknown)."""
     try:
@@ -160,24 +191,40 @@ def timeout_of(job: FutureJob) -> float:
         return 0.0
 
 
+#: Seconds a lease outlives its job's timeout before the claim is presumed lost.
+LEASE_MARGIN = 60.0
+
+
+def lease_seconds(job: FutureJob) -> float:
+    """How long a claim of ``job`` may go unrenewed before it is stale: the stale period, or
+    the job's own timeout plus a margin when that is longer (a healthy run is never stale)."""
+    return max(stale_after_seconds(), timeout_of(job) + LEASE_MARGIN)
+
+
 # --- one batch ---------------------------------------------------------------------------------
 
 
 def sweep_batch(
-    now: datetime, size: int, summary: TickSummary, *, before_each: Callable[[str], None] | None = None
+    now: datetime, size: int, summary: TickSummary, *,
+    watch: Callable[[str, FutureJob | None], None] | None = None, decisions: list[Decision] | None = None,
 ) -> int:
-    """Claim, prepare, run and settle one batch of up to ``size`` due jobs in this process;
-    returns how many were claimed (0: nothing was due). ``before_each(token)`` is called
-    before each run (the tick renews its leases there)."""
+    """Claim, run and settle one batch of up to ``size`` due jobs in this process; returns how
+    many were claimed (0: nothing was due). Each run starts (and loads its entity) just before
+    it is called. ``watch(token, job)`` is told which job runs (None: the batch is over): the
+    tick's guard renews the batch's leases and watches for a run that will not stop. The
+    batch's decisions are gathered in ``decisions`` (a new list if not given)."""
     token = new_token()
     jobs = store.claim(now, size, token)
     if not jobs:
         return 0
-    contexts = prepare(jobs)
-    decisions = []
-    for job in jobs:
-        if before_each is not None:
-            before_each(token)
-        decisions.append(run_one(job, contexts.get(job.pk), now))
+    decisions = [] if decisions is None else decisions
+    try:
+        for job in jobs:
+            if watch is not None:
+                watch(token, job)
+            decisions.append(run_claimed(job, token, now))
+    finally:
+        if watch is not None:
+            watch(token, None)
     store.settle(decisions, token, now, summary)
     return len(jobs)

@@ -316,9 +316,12 @@ def run_now(job: FutureJob | int, *, now: datetime | None = None) -> FutureJob:
 
 
 def sleep(job: FutureJob | int, at: datetime, *, now: datetime | None = None) -> FutureJob:
-    """Move a job's next check to ``at`` (rounded up to a slot); a paused job stays paused."""
+    """Move a job's next check to ``at`` (rounded up to a slot, within a day before ``now`` and
+    the check's horizon after it); a paused job stays paused."""
     now = _now(now)
     slots.require_aware(at, "at")
+    if at < now - timedelta(days=1):
+        raise InvalidTime(f"{at.isoformat()} is more than a day before now")
     with transaction.atomic():
         locked = _lock(job)
         entry = definition_of(locked)

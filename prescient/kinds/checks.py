@@ -72,7 +72,12 @@ def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime
         decision.outcome = Outcome.COMPLETED
         return decision
     if isinstance(value, timedelta):
-        wanted = now + value
+        try:
+            wanted = now + value
+        except OverflowError:
+            return failure(
+                decision, check, f"OverflowError: check {check.name!r} returned {value!r}, past the last date", now
+            )
     elif isinstance(value, datetime):
         if value.tzinfo is None or value.utcoffset() is None:
             return failure(

@@ -34,6 +34,7 @@ from django.utils.translation import gettext
 
 from prescient import checks
 from prescient.checks import Check
+from prescient.cleaning import clean_text, unstorable
 from prescient.engine import runner
 from prescient.engine.decisions import Decision, failure
 from prescient.engine.kind import JobKind
@@ -167,8 +168,13 @@ def clone(task: AnyTask, **changes: Any) -> AnyTask:
 
 
 def as_json(value: Any) -> Any:
-    """``value`` as it comes back from JSON; TypeError or ValueError if it does not fit."""
-    return json.loads(json.dumps(normalize_json(value), allow_nan=False))
+    """``value`` as it comes back from JSON; TypeError or ValueError if it does not fit (or holds
+    a string the database cannot store)."""
+    result = json.loads(json.dumps(normalize_json(value), allow_nan=False))
+    problem = unstorable(result)
+    if problem:
+        raise ValueError(problem)
+    return result
 
 
 def new_job(task: AnyTask, backend_alias: str, args: list[Any], kwargs: dict[str, Any], due: datetime,
@@ -277,7 +283,8 @@ def _detail_error(job: FutureJob, exception_path: str, traceback: str) -> None:
     """Give the error just recorded on ``job`` the shape of a django.tasks TaskError."""
     if job.recent_errors and isinstance(job.recent_errors[-1], dict):
         job.recent_errors[-1] = {
-            **job.recent_errors[-1], "exception_class_path": exception_path, "traceback": traceback
+            **job.recent_errors[-1], "exception_class_path": clean_text(exception_path, 300),
+            "traceback": clean_text(traceback),
         }
 
 

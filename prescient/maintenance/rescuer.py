@@ -1,7 +1,9 @@
 """The rescuer: claims whose lease went stale.
 
-A claim is stale when its reservation is older than ``STALE_AFTER_SECONDS``. A worker renews
-its leases while it lives, so its stale claim means the worker is gone: the job counts a
+A claim is stale when its lease ran out by the database's clock: its reservation is older than
+``STALE_AFTER_SECONDS``, or than its job's own timeout plus a margin when that is longer. A
+claim whose run never started is handed back as it was. A worker renews its leases while it
+lives, so its stale claim means the worker is gone: the job counts a
 failed run and is due again at once (or ends ``failed`` past its retries). Any other stale
 claim (a tick that died) is moved to ``buried`` for a person to decide. A job killed or
 cancelled while its run was in flight ends as asked (its run will never return to end it),
@@ -20,7 +22,7 @@ from prescient.conf import setting, stale_after_seconds
 from prescient.engine import store
 from prescient.engine.decisions import record_error
 from prescient.engine.kind import get_kind
-from prescient.engine.sweep import WORKER_TOKEN_PREFIX, Survey, definition_of
+from prescient.engine.sweep import WORKER_TOKEN_PREFIX, Survey, definition_of, lease_seconds
 from prescient.exceptions import PrescientError
 from prescient.models import FutureJob
 from prescient.states import Event, Outcome, State
@@ -58,13 +60,27 @@ def reclaim(job: FutureJob, now: datetime) -> None:
 
 
 def rescue(now: datetime) -> int:
-    """Deal with every claim stale at ``now``; returns how many jobs were reclaimed or buried."""
-    cutoff = now - timedelta(seconds=stale_after_seconds())
+    """Deal with every stale claim; returns how many jobs were reclaimed, handed back or buried.
+
+    A claim is stale when its lease (see :func:`~prescient.engine.sweep.lease_seconds`) ran
+    out by the database's clock; ``now`` only dates what is written (errors, history rows), so
+    a replay's ``now`` cannot take a live claim away. A claim whose run never started is handed
+    back, with no failure counted.
+    """
+    clock = store.db_now()
+    cutoff = clock - timedelta(seconds=stale_after_seconds())
     moved = 0
     for pk in list(stale(cutoff).values_list("pk", flat=True)):
         with transaction.atomic():
             job = FutureJob.objects.select_for_update().filter(pk=pk).first()
-            if job is None or not job.in_flight or job.reserved_at is None or job.reserved_at >= cutoff:
+            if job is None or not job.in_flight or job.reserved_at is None:
+                continue
+            if job.reserved_at >= clock - timedelta(seconds=lease_seconds(job)):
+                continue  # a long-running job's own lease has not run out
+            if job.run_started_at is None and not job.end_requested:
+                store.clear_reservation(job, states.target(job, Event.HAND_BACK))
+                moved += 1
+                logger.warning("job id=%s handed back: its claim %s went stale before it started", pk, job.reserved_by)
                 continue
             error = f"worker lost: reservation {job.reserved_by} from {job.reserved_at.isoformat()} went stale"
             record_error(job, error, now)

@@ -29,7 +29,17 @@ def drop_broken_connections() -> None:
         conn.errors_occurred = False
 
 
-def main(conn: Connection, parent: int) -> None:
+def _limit_memory(megabytes: int | None) -> None:
+    """Cap this process's address space: an allocation over it raises MemoryError in the check."""
+    if not megabytes:
+        return
+    import resource
+
+    limit = int(megabytes) * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def main(conn: Connection, parent: int, memory_mb: int | None = None) -> None:
     _die_with_parent()
     if os.getppid() != parent:  # the worker died before prctl took effect
         os._exit(1)
@@ -43,6 +53,7 @@ def main(conn: Connection, parent: int) -> None:
 
     from prescient.engine import sweep
 
+    _limit_memory(memory_mb)
     conn.send("ready")
     while True:
         try:
@@ -52,8 +63,8 @@ def main(conn: Connection, parent: int) -> None:
         if message is None:
             break
         drop_broken_connections()
-        job, context, now = message
-        decision = sweep.run_one(job, context, now)
+        job, now = message
+        decision = sweep.run_claimed(job, job.reserved_by, now)
         try:
             conn.send(decision)
         except Exception as exc:  # an unpicklable piece of a decision: report it plainly

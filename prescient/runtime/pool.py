@@ -41,13 +41,19 @@ class Child:
     now: datetime | None = None
     started: float = 0.0
     deadline: float = 0.0
+    runs: int = 0
 
 
 class Pool:
-    """A fixed number of child processes, each running one check at a time."""
+    """A fixed number of child processes, each running one check at a time.
 
-    def __init__(self, size: int) -> None:
+    ``memory_mb`` caps each child's address space (a run over it fails with MemoryError and the
+    child goes on); after ``max_runs`` runs a child is replaced by a fresh one.
+    """
+
+    def __init__(self, size: int, *, memory_mb: int | None = None, max_runs: int | None = None) -> None:
         self.size = size
+        self.memory_mb, self.max_runs = memory_mb, max_runs
         self._context = multiprocessing.get_context("spawn")
         self.children: list[Child] = []
         for _ in range(size):
@@ -58,7 +64,7 @@ class Pool:
     def _spawn(self) -> Child:
         ours, theirs = self._context.Pipe()
         process = self._context.Process(
-            target=child_main, args=(theirs, os.getpid()), name="prescient-child", daemon=True
+            target=child_main, args=(theirs, os.getpid(), self.memory_mb), name="prescient-child", daemon=True
         )
         process.start()
         theirs.close()
@@ -78,12 +84,13 @@ class Pool:
     def busy(self) -> list[Child]:
         return [child for child in self.children if child.job is not None]
 
-    def submit(self, child: Child, job: FutureJob, context: Any, now: datetime) -> None:
-        """Run ``job`` in ``child`` with what its kind prepared for it."""
+    def submit(self, child: Child, job: FutureJob, now: datetime) -> None:
+        """Start and run the claimed ``job`` in ``child`` (which loads what the run needs)."""
         child.job, child.now = job, now
         child.started = time.monotonic()
         child.deadline = child.started + sweep.timeout_of(job) + HARD_KILL_AFTER
-        child.conn.send((job, context, now))
+        child.runs += 1
+        child.conn.send((job, now))
 
     def collect(self, timeout: float) -> list[Decision]:
         """Decisions of runs that ended within ``timeout`` seconds (killing overdue children)."""
@@ -110,6 +117,23 @@ class Pool:
 
     def _free(self, child: Child) -> None:
         child.job, child.now = None, None
+        if self.max_runs and child.runs >= self.max_runs:
+            self._retire(child)
+
+    def _retire(self, child: Child) -> None:
+        """Replace a child that has done its runs with a fresh one."""
+        try:
+            child.conn.send(None)
+        except (BrokenPipeError, OSError):
+            pass
+        child.process.join(5)
+        if child.process.is_alive():
+            child.process.kill()
+            child.process.join(5)
+        child.conn.close()
+        fresh = self._spawn()
+        self.children[self.children.index(child)] = fresh
+        self._await_ready(fresh)
 
     def _replace(self, child: Child, why: str) -> Decision:
         job, now = child.job, child.now

@@ -1,54 +1,134 @@
 """The tick: one pass over what is due, in this process, then return (cron, tests, replays).
 
-Upkeep that is due runs first (stale claims are reclaimed or buried); then batch after batch
-is swept until nothing due is left. Jobs re-scheduled or retried during the tick are due after
-``now`` and so are not run twice by it.
+Upkeep that is due runs first (stale claims are reclaimed, handed back or buried); then batch
+after batch is swept until nothing due is left. Jobs re-scheduled or retried during the tick
+are due after ``now`` and so are not run twice by it.
+
+While a batch runs, a guard thread renews its leases (so a healthy run never looks stale,
+whatever its timeout) and watches the run in progress: a check that will not stop at its
+timeout (it ignores ``SIGALRM``, or is stuck in C code) makes the guard write what the batch has
+so far, fail that run, hand back the runs not started, and, with ``watchdog``, end the process
+with status 3. A tick never blocks forever.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.utils import timezone
+from django.db import connection
 
 from prescient import slots
 from prescient.conf import setting, stale_after_seconds
 from prescient.engine import store, sweep
-from prescient.engine.decisions import BURIED, TickSummary
+from prescient.engine.decisions import BURIED, Decision, TickSummary
 from prescient.maintenance import run_due
 from prescient.maintenance.rescuer import Rescuer
+from prescient.models import FutureJob
+
+from .pool import HARD_KILL_AFTER
+
+logger = logging.getLogger(__name__)
+
+#: The exit status of a tick ended by its watchdog.
+WATCHDOG_EXIT = 3
 
 
-class _Lease:
-    """Keeps a tick's claims fresh while it works through a long batch.
+class Guard(threading.Thread):
+    """Renews the leases of the batch in progress and ends a run that overruns its timeout."""
 
-    The tick's clock is its ``now`` plus the time elapsed since it started, so a replayed
-    ``--now`` stays consistent with the stale rule.
+    def __init__(self, now: datetime, *, watchdog: bool) -> None:
+        super().__init__(name="prescient-tick-guard", daemon=True)
+        self.now, self.watchdog = now, watchdog
+        self.every = max(0.5, stale_after_seconds() / 4)
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.token = ""
+        self.job: FutureJob | None = None
+        self.decisions: list[Decision] = []
+        self.started = self.renewed = time.monotonic()
+        self.overran = False
+
+    def watch(self, token: str, job: FutureJob | None, decisions: list[Decision]) -> None:
+        with self.lock:
+            self.token, self.job, self.decisions = token, job, decisions
+            self.started = time.monotonic()
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.wait(min(self.every, 0.5)):
+                with self.lock:
+                    token, job, since = self.token, self.job, self.started
+                if job is None:
+                    continue
+                if time.monotonic() - since > sweep.timeout_of(job) + HARD_KILL_AFTER:
+                    self._overrun(token, job, time.monotonic() - since)
+                    return
+                if time.monotonic() - self.renewed >= self.every:
+                    self.renewed = time.monotonic()
+                    store.renew_leases(token)
+        except Exception:  # the guard must never take the tick down; the stale rule is the backstop
+            logger.exception("the tick's lease guard failed")
+        finally:
+            connection.close()
+
+    def _overrun(self, token: str, job: FutureJob, seconds: float) -> None:
+        """The run of ``job`` did not stop at its timeout: write the batch's results, fail that
+        run, hand back what has not started; then end the process (with ``watchdog``)."""
+        self.overran = True
+        error = (
+            f"CheckTimeout: {job.job_exec} did not stop at its timeout of {sweep.timeout_of(job):g}s "
+            "(it ignored the alarm); the tick was ended"
+        )
+        logger.error("job id=%s %s", job.pk, error)
+        done = {decision.job.pk for decision in self.decisions}
+        unstarted = FutureJob.objects.filter(reserved_by=token, run_started_at__isnull=True).exclude(pk__in=done)
+        decisions = [
+            *self.decisions, sweep.failed_run(job, error, self.now, seconds),
+            *(sweep.hand_back(other) for other in unstarted if other.pk != job.pk),
+        ]
+        store.settle(decisions, token, self.now, TickSummary())
+        if self.watchdog:
+            logger.error("prescient tick: ended by its watchdog (exit status %s)", WATCHDOG_EXIT)
+            os._exit(WATCHDOG_EXIT)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(10)
+
+
+def tick(now: datetime | None = None, *, batch_size: int | None = None, watchdog: bool = False) -> TickSummary:
+    """Process every job due at ``now`` (default: the database's time), batch by batch, then return.
+
+    ``watchdog``: end the process (status 3) when a check will not stop at its timeout, after
+    writing what can be written (``prescient_tick`` sets it; a host calling ``tick()`` in its own
+    process decides). Without it such a run is failed and its batch-mates handed back, and the
+    tick waits for the check to return.
     """
-
-    def __init__(self, now: datetime) -> None:
-        self.now, self.started = now, time.monotonic()
-        self.every = stale_after_seconds() / 4
-        self.last = self.started
-
-    def renew_if_due(self, token: str) -> None:
-        if time.monotonic() - self.last < self.every:
-            return
-        self.last = time.monotonic()
-        store.renew_leases(token, self.now + timedelta(seconds=self.last - self.started))
-
-
-def tick(now: datetime | None = None, *, batch_size: int | None = None) -> TickSummary:
-    """Process every job due at ``now`` (default: the real time), batch by batch, then return."""
-    now = timezone.now() if now is None else slots.require_aware(now, "now")
+    if now is not None:
+        slots.require_aware(now, "now")
+    survey = sweep.survey(now)  # one query: what is due, what is stale, the database's time
+    assert survey.clock is not None
+    now = survey.clock if now is None else now
     size = int(batch_size or setting("BATCH_SIZE"))
     summary = TickSummary()
-    lease = _Lease(now)
-    survey = sweep.survey(now)
     done = run_due(now, survey=survey)
     summary.counts[BURIED] += done.get(Rescuer.name, 0)
-    if survey.due:
-        while sweep.sweep_batch(now, size, summary, before_each=lease.renew_if_due):
-            pass
+    if not survey.due:
+        return summary
+    guard = Guard(now, watchdog=watchdog)
+    guard.start()
+    decisions: list[Decision] = []
+
+    def watch(token: str, job: FutureJob | None) -> None:
+        guard.watch(token, job, decisions)
+
+    try:
+        while not guard.overran and sweep.sweep_batch(now, size, summary, watch=watch, decisions=decisions):
+            decisions = []
+    finally:
+        guard.stop()
     return summary

@@ -1,9 +1,11 @@
 """The long-running worker: sweeps at every slot boundary (or when woken), many at once.
 
-One worker process claims due jobs in batches (``FOR UPDATE SKIP LOCKED``), hands them to
-``concurrency`` child processes (:mod:`prescient.runtime.pool`), settles results in batches, heart-beats
-and renews the leases of its claims, and reclaims the claims of workers that stopped
-heart-beating. SIGTERM or SIGINT stop it gracefully; database faults make it back off and
+One worker process claims due jobs (``FOR UPDATE SKIP LOCKED``), never more than it has idle
+children for (plus ``WORKER_PREFETCH``), hands them to ``concurrency`` child processes
+(:mod:`prescient.runtime.pool`), each of which starts the run, loads its entity and calls the
+check; it settles results in batches, heart-beats and renews the leases of its claims, and
+reclaims the claims of workers that stopped heart-beating. Every time that decides anything
+is the database's (:mod:`prescient.clock`). SIGTERM or SIGINT stop it gracefully; database faults make it back off and
 reconnect without losing computed results.
 """
 
@@ -22,9 +24,9 @@ from types import FrameType
 from typing import Any
 
 from django.db import InterfaceError, OperationalError, connection, connections
-from django.utils import timezone
 
 from prescient import slots
+from prescient.clock import db_clock, db_now, skew_seconds
 from prescient.conf import setting
 from prescient.engine import store, sweep
 from prescient.engine.decisions import BURIED, Decision, TickSummary
@@ -52,9 +54,9 @@ class Heartbeat(threading.Thread):
         self.stopped = threading.Event()
 
     def beat(self) -> None:
-        now = timezone.now()
-        Worker.objects.filter(pk=self.worker_pk).update(heartbeat_at=now)
-        store.renew_leases(f"{self.token}/", now, prefix=True)
+        skew = skew_seconds()
+        Worker.objects.filter(pk=self.worker_pk).update(heartbeat_at=db_clock(), clock_skew_seconds=skew)
+        store.renew_leases(f"{self.token}/", prefix=True)
 
     def run(self) -> None:
         while not self.stopped.wait(self.interval):
@@ -86,7 +88,8 @@ class WorkerProcess:
         self.token = f"{sweep.WORKER_TOKEN_PREFIX}{self.name}"[:56]
         self.stopping = False
         self.summary = TickSummary()
-        self.backlog: deque[tuple[FutureJob, Any, datetime]] = deque()
+        self.prefetch = max(0, int(setting("WORKER_PREFETCH")))
+        self.backlog: deque[tuple[FutureJob, datetime]] = deque()
         self.unsettled: list[Decision] = []
         self.listener = Listener() if Listener.available() else None
         self.pool: Pool | None = None
@@ -107,7 +110,10 @@ class WorkerProcess:
 
     def run(self) -> int:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-        self.pool = Pool(self.concurrency)
+        memory, max_runs = setting("CHILD_MEMORY_MB"), setting("CHILD_MAX_RUNS")
+        self.pool = Pool(
+            self.concurrency, memory_mb=int(memory) if memory else None, max_runs=int(max_runs) if max_runs else None
+        )
         try:
             self._with_db(self._register)
             if self.record is None:  # told to stop before the database answered
@@ -165,10 +171,10 @@ class WorkerProcess:
         time.sleep(self._backoff)
 
     def _register(self) -> None:
-        now = timezone.now()
+        now = db_now()
         self.record = Worker.objects.create(
             name=self.name, hostname=socket.gethostname()[:255], pid=os.getpid(),
-            concurrency=self.concurrency, started_at=now, heartbeat_at=now,
+            concurrency=self.concurrency, started_at=now, heartbeat_at=now, clock_skew_seconds=skew_seconds(),
         )
 
     # --- one step of the loop --------------------------------------------------------------
@@ -177,8 +183,9 @@ class WorkerProcess:
         drop_broken_connections()
         self._look_around_if_due()
         assert self.pool is not None
-        if not self.backlog and self.pool.idle and not self.stopping:
-            self._claim()
+        room = len(self.pool.idle) + self.prefetch - len(self.backlog)
+        if room > 0 and (not self.backlog or self.prefetch) and not self.stopping:
+            self._claim(room)
         self._dispatch()
         if self.pool.busy:
             self.unsettled.extend(self.pool.collect(timeout=0.5))
@@ -191,29 +198,30 @@ class WorkerProcess:
         if idle and self._drained and not self.once:
             self._sleep()
 
-    def _claim(self) -> None:
-        now = timezone.now()
+    def _claim(self, room: int) -> None:
+        """Claim up to ``room`` due jobs: no more than the children can start now (plus the
+        prefetch). Their entities are loaded by the children, just before each run."""
+        now = db_now()
         # A token per batch: the claim returns exactly the rows it took, never a row of an
         # earlier batch still running. All share the worker's prefix, for lease renewal.
         self._batches += 1
-        jobs = store.claim(now, self.batch_size, f"{self.token}/{self._batches}", queues=self.queues)
+        jobs = store.claim(now, min(room, self.batch_size), f"{self.token}/{self._batches}", queues=self.queues)
         if not jobs:
             if not self._drained:
                 self._drained = True
                 self._mark_slot(now)
             return
         self._drained = False
-        contexts = sweep.prepare(jobs)
         for job in jobs:
-            self.backlog.append((job, contexts.get(job.pk), now))
+            self.backlog.append((job, now))
 
     def _dispatch(self) -> None:
         assert self.pool is not None
         for child in self.pool.idle:
             if not self.backlog or self.stopping:
                 return
-            job, entity, now = self.backlog.popleft()
-            self.pool.submit(child, job, entity, now)
+            job, now = self.backlog.popleft()
+            self.pool.submit(child, job, now)
 
     def _settle(self) -> None:
         self._last_settle = time.monotonic()
@@ -222,7 +230,7 @@ class WorkerProcess:
         by_token: dict[str, list[Decision]] = {}
         for decision in self.unsettled:
             by_token.setdefault(decision.job.reserved_by, []).append(decision)
-        now = timezone.now()
+        now = db_now()
         for token, decisions in by_token.items():
             store.settle(decisions, token, now, self.summary)
             # Forget only what was written: a database fault keeps the rest for the retry.
@@ -235,8 +243,9 @@ class WorkerProcess:
         notice work due without a wake-up."""
         if time.monotonic() < self._next_heartbeat:
             return
-        now = timezone.now()
-        survey = sweep.survey(now)
+        survey = sweep.survey()
+        assert survey.clock is not None
+        now = survey.clock
         done = run_due(now, survey=survey)
         self.summary.counts[BURIED] += done.get(Rescuer.name, 0)
         if survey.due:
@@ -251,7 +260,7 @@ class WorkerProcess:
 
     def _sleep(self) -> None:
         """Idle: wait for the next slot boundary, a heartbeat, or a wake-up."""
-        now = timezone.now()
+        now = db_now()
         boundary = slots.next_after(now, int(setting("SLOT_MINUTES")))
         until_boundary = (boundary - now).total_seconds()
         until_heartbeat = max(0.0, self._next_heartbeat - time.monotonic())
@@ -264,7 +273,7 @@ class WorkerProcess:
         else:
             time.sleep(min(wait, float(setting("WORKER_POLL_SECONDS"))))
             woken = True  # SQLite: look again at every poll
-        now = timezone.now()
+        now = db_now()
         if woken or time.monotonic() >= self._next_heartbeat or now >= boundary or (earliest and now >= earliest):
             self._drained = False
 
@@ -281,14 +290,13 @@ class WorkerProcess:
         """Finish what runs within the grace period, hand back every other claim, unregister."""
         assert self.pool is not None
         grace_until = time.monotonic() + float(setting("WORKER_GRACE_SECONDS"))
-        unstarted = [job for job, _, _ in self.backlog]
+        unstarted = [job for job, _ in self.backlog]
         self.backlog.clear()
         while self.pool.busy and time.monotonic() < grace_until:
             self.unsettled.extend(self.pool.collect(timeout=min(0.5, grace_until - time.monotonic())))
 
         abandoned = self.pool.abandon() if self.pool.busy else []
         self.pool.close()
-        now = timezone.now()
         for job in [*unstarted, *abandoned]:
             self.unsettled.append(sweep.hand_back(job))
         if abandoned:
@@ -299,6 +307,6 @@ class WorkerProcess:
         if self.record is not None:
             record = self.record
             self._with_db(
-                lambda: Worker.objects.filter(pk=record.pk).update(stopped_at=now, heartbeat_at=now),
+                lambda: Worker.objects.filter(pk=record.pk).update(stopped_at=db_clock(), heartbeat_at=db_clock()),
                 give_up_after=10,
             )

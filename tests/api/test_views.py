@@ -160,7 +160,9 @@ def test_create__replace_moves_the_due_time_of_the_existing_job(api, thing):
     assert later.json()["next_check_at"] > first["next_check_at"]
 
 
-def test_create__into_a_paused_workflow_starts_paused(api, thing):
+def test_create__into_a_paused_workflow_starts_paused(api, thing, make_thing):
+    # A workflow exists once a job was scheduled into it (an unknown one is a 404 to pause).
+    assert api.post("tasks", task_body(make_thing(), workflow="orders")).status_code == 201
     assert api.post("workflows/orders/pause").status_code == 200
     response = api.post("tasks", task_body(thing, workflow="orders"))
     assert response.status_code == 201

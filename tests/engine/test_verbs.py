@@ -143,10 +143,11 @@ def test_run_now__of_an_unknown_job__raises_job_not_found(db, t0):
 # --- buried: lost workers --------------------------------------------------------------------------
 
 
-def test_a_stale_reservation__is_buried_by_the_tick_then_run_now_runs_it_once(settings, make_job, t0):
+def test_a_stale_reservation__is_buried_by_the_tick_then_run_now_runs_it_once(settings, make_job, t0, clock):
     settings.PRESCIENT = {**settings.PRESCIENT, "TIMEOUT_SECONDS": 2}  # stale after 62 s
-    job = in_flight(make_job, State.RUNNING, t0 - timedelta(seconds=63))
-    fresh = in_flight(make_job, State.RUNNING, t0 - timedelta(seconds=61), reserved_by="tick:1:fresh")
+    # Leases are judged by the database's clock (``clock``), whatever ``now`` the tick is given.
+    job = in_flight(make_job, State.RUNNING, clock - timedelta(seconds=63))
+    fresh = in_flight(make_job, State.RUNNING, clock - timedelta(seconds=61), reserved_by="tick:1:fresh")
 
     summary = prescient.tick(t0)
 
@@ -156,6 +157,7 @@ def test_a_stale_reservation__is_buried_by_the_tick_then_run_now_runs_it_once(se
     assert buried.last_error.startswith(f"worker lost: reservation {TOKEN} from ")
     assert buried.recent_errors[-1]["error"] == buried.last_error
     assert FutureJob.objects.get(pk=fresh.pk).state == State.RUNNING
+    FutureJob.objects.filter(pk=fresh.pk).update(reserved_at=clock - timedelta(seconds=63))  # time passes
     assert prescient.tick(t0 + SLOT).counts["buried"] == 1  # the other one went stale meanwhile
     assert not RunLog.objects.exists(), "a buried job is never run by itself"
 
@@ -178,10 +180,11 @@ def test_a_buried_jobs_lost_worker__returning_late_has_its_result_discarded(make
     assert not JobHistory.objects.exists()
 
 
-def test_stale_after_seconds__is_read_from_the_settings(settings, make_job, t0):
+def test_stale_after_seconds__is_read_from_the_settings(settings, make_job, t0, clock):
     settings.PRESCIENT = {**settings.PRESCIENT, "STALE_AFTER_SECONDS": 3600}
-    job = in_flight(make_job, State.PAUSED, t0 - timedelta(minutes=59))
+    job = in_flight(make_job, State.PAUSED, clock - timedelta(minutes=59))
     assert rescuer.rescue(t0) == 0
+    FutureJob.objects.filter(pk=job.pk).update(reserved_at=clock - timedelta(minutes=61))  # two minutes pass
     assert rescuer.rescue(t0 + timedelta(minutes=2)) == 1
     assert FutureJob.objects.get(pk=job.pk).state == State.BURIED
 

@@ -21,6 +21,7 @@ from prescient.engine.kind import registered_kinds
 from prescient.maintenance.rescuer import rescue
 from prescient.models import FutureJob, JobHistory
 from prescient.states import Outcome, State
+from tests.conftest import lose_claims
 
 pytestmark = pytest.mark.django_db
 
@@ -138,8 +139,11 @@ def test_timeout__stops_the_run_and_counts_a_failure(make):
 def test_lost_run__is_reclaimed_and_then_runs_once(make):
     job = make("ok")
     now = due(job)
-    [claimed] = store.claim(now, 10, sweep.WORKER_TOKEN_PREFIX + "lost:1/1")
+    token = sweep.WORKER_TOKEN_PREFIX + "lost:1/1"
+    [claimed] = store.claim(now, 10, token)
     assert claimed.pk == job.pk
+    assert store.start(claimed, token)  # its run began; then its worker died
+    lose_claims(job.pk)
     assert rescue(now + timedelta(hours=1)) == 1
     job.refresh_from_db()
     assert (job.state, job.failure_count, job.reserved_by) == (State.SCHEDULED, 1, "")
@@ -153,6 +157,7 @@ def test_kill_during_the_run__ends_killed_when_the_run_returns(make):
     now = due(job)
     token = sweep.new_token()
     [claimed] = store.claim(now, 10, token)
+    assert store.start(claimed, token)  # the run began before the kill
     assert prescient.kill(job, "contract kill", now=now) == "requested"
     summary = TickSummary()
     store.settle([sweep.run_one(claimed, sweep.prepare([claimed]).get(claimed.pk), now)], token, now, summary)

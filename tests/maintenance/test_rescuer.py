@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from prescient.clock import db_now
 from prescient.maintenance.rescuer import Rescuer
 from prescient.models import FutureJob, JobHistory
 from prescient.states import Outcome, State
@@ -16,7 +17,8 @@ STALE = timedelta(seconds=61 + 60)  # past the default stale period (timeout 60 
 
 
 def claimed(make_job, thing, t0, token, **fields):
-    return make_job(thing=thing, state=State.RUNNING, reserved_by=token, reserved_at=t0 - STALE, **fields)
+    """A started run whose lease went stale by the database's clock."""
+    return make_job(thing=thing, state=State.RUNNING, reserved_by=token, reserved_at=db_now() - STALE, **fields)
 
 
 def test_run_once__reclaims_a_lost_workers_claim_and_buries_a_dead_ticks(make_job, make_thing, t0):
@@ -30,8 +32,8 @@ def test_run_once__reclaims_a_lost_workers_claim_and_buries_a_dead_ticks(make_jo
     assert (tick_job.state, tick_job.reserved_by) == (State.BURIED, "")
 
 
-def test_run_once__leaves_fresh_claims_alone(make_job, make_thing, t0):
-    fresh = t0 - timedelta(seconds=5)
+def test_run_once__leaves_fresh_claims_alone(make_job, make_thing, t0, clock):
+    fresh = clock - timedelta(seconds=5)  # fresh by the database's clock, whatever ``now`` says
     job = make_job(thing=make_thing(), state=State.RUNNING, reserved_by="worker:x/1", reserved_at=fresh)
     assert Rescuer().run_once(t0) == 0
     job.refresh_from_db()

@@ -147,9 +147,10 @@ def test_kill__of_a_finished_job_is_a_command_error(make_job):
 # --- prescient_reap -----------------------------------------------------------------------------
 
 
-def test_reap__buries_stale_reservations_and_prints_the_count(make_job, t0):
-    stale = make_job(state=State.RUNNING, reserved_by="tick:1:lost", reserved_at=t0 - timedelta(minutes=5))
-    fresh = make_job(state=State.RUNNING, reserved_by="tick:2:alive", reserved_at=t0 - timedelta(seconds=30))
+def test_reap__buries_stale_reservations_and_prints_the_count(make_job, t0, clock):
+    # Leases are judged by the database's clock; --now only dates what is written.
+    stale = make_job(state=State.RUNNING, reserved_by="tick:1:lost", reserved_at=clock - timedelta(minutes=5))
+    fresh = make_job(state=State.RUNNING, reserved_by="tick:2:alive", reserved_at=clock - timedelta(seconds=30))
     waiting = make_job(next_check_at=t0 - timedelta(hours=1))
 
     assert run("prescient_reap", "--now", T0_ISO) == "prescient reap: buried=1\n"
@@ -168,6 +169,12 @@ def test_reap__without_now_uses_the_real_time(make_job):
     alive = make_job(state=State.RUNNING, reserved_by="tick:2:alive", reserved_at=now)
     assert run("prescient_reap") == "prescient reap: buried=1\n"
     assert (state_of(lost), state_of(alive)) == (State.BURIED, State.RUNNING)
+
+
+def test_reap__a_future_now_takes_no_live_claim(make_job, clock):
+    alive = make_job(state=State.RUNNING, reserved_by="worker:h:1/1", reserved_at=clock)
+    assert run("prescient_reap", "--now", (clock + timedelta(days=30)).isoformat()) == "prescient reap: buried=0\n"
+    assert state_of(alive) == State.RUNNING
 
 
 @pytest.mark.parametrize(

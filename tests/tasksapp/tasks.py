@@ -63,3 +63,14 @@ def record(key, seconds=0.0):
     time.sleep(seconds)
     RunLog.objects.filter(pk=log.pk).update(ended=time.time())
     return key
+
+
+@task(max_retries=0)
+def returns_unstorable(which):
+    """Returns a string PostgreSQL cannot store (tests/engine/test_bad_results.py)."""
+    return {"body": {"nul": "a\x00b", "surrogate": "a\ud800b"}[which]}
+
+
+@task(max_retries=0)
+def raises_unstorable(which):
+    raise ValueError({"nul": "bad\x00text", "surrogate": "bad\udc80text", "huge": "x" * 5_000_000}[which])

@@ -57,3 +57,55 @@ def unstoppable(thing: Thing, job: object) -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
     while True:
         pass
+
+
+# --- for tests/faults/ -------------------------------------------------------------------------
+# Times there are read from CLOCK_MONOTONIC, which is one clock for every process of the host
+# (the fault tests shift the wall clocks of some processes, never this one).
+
+
+def _log_monotonic(name: str, thing: Thing) -> RunLog:
+    import os
+
+    return RunLog.objects.create(check_name=name, entity_key=str(thing.pk), pid=os.getpid(), started=time.monotonic())
+
+
+@prescient.check("fault.slow", model="testapp.Thing")
+def fault_slow(thing: Thing, job: object) -> None:
+    """Sleeps ``float(thing.name)`` seconds between two monotonic stamps."""
+    log = _log_monotonic("fault.slow", thing)
+    time.sleep(float(thing.name))
+    RunLog.objects.filter(pk=log.pk).update(ended=time.monotonic())
+
+
+@prescient.check("fault.long", model="testapp.Thing", timeout_seconds=30)
+def fault_long(thing: Thing, job: object) -> None:
+    """Like fault.slow, with a timeout of its own far longer than the stale period under test."""
+    fault_slow(thing, job)
+
+
+@prescient.check("fault.bad", model="testapp.Thing", max_retries=0)
+def fault_bad(thing: Thing, job: object) -> timedelta | None:
+    """Produces what the database cannot store, as ``thing.name`` says."""
+    _log_monotonic("fault.bad", thing)
+    if thing.name == "max":
+        return timedelta.max
+    raise ValueError({"nul": "bad\x00text", "surrogate": "bad\udc80text", "huge": "h" * 5_000_000}[thing.name])
+
+
+@prescient.check("fault.ignore_alarm", model="testapp.Thing", timeout_seconds=1)
+def fault_ignore_alarm(thing: Thing, job: object) -> None:
+    """Will not stop at its timeout: ignores SIGALRM and sleeps a minute."""
+    import signal
+
+    _log_monotonic("fault.ignore_alarm", thing)
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    time.sleep(60)
+
+
+@prescient.check("fault.allocate", model="testapp.Thing", max_retries=0)
+def fault_allocate(thing: Thing, job: object) -> None:
+    """Allocates ``thing.name`` megabytes (and touches them)."""
+    _log_monotonic("fault.allocate", thing)
+    block = bytearray(int(thing.name) * 1024 * 1024)
+    block[::4096] = b"x" * len(block[::4096])

@@ -9,6 +9,9 @@ from prescient.status import snapshot
 
 from ._args import aware_datetime
 
+#: Seconds of clock skew between a worker's host and the database above which status warns.
+CLOCK_SKEW_WARNING = 1.0
+
 
 class Command(BaseCommand):
     help = "Show counts per state, jobs due now, lateness, live workers and the last slot processed."
@@ -32,5 +35,12 @@ class Command(BaseCommand):
         for w in status.workers:
             write(
                 f"  {w.name}  host={w.hostname} pid={w.pid} concurrency={w.concurrency} "
-                f"heartbeat {w.heartbeat_age_seconds:.0f}s ago, jobs done {w.jobs_done}"
+                f"heartbeat {w.heartbeat_age_seconds:.0f}s ago, jobs done {w.jobs_done}, "
+                f"clock skew {w.clock_skew_seconds:+.3f}s"
             )
+        for w in status.workers:
+            if abs(w.clock_skew_seconds) > CLOCK_SKEW_WARNING:
+                self.stderr.write(self.style.WARNING(
+                    f"warning: the clock of {w.hostname} (worker {w.name}) is {w.clock_skew_seconds:+.1f}s off the "
+                    "database's; prescient judges time by the database, but fix the host's clock (NTP)"
+                ))

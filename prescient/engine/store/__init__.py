@@ -6,13 +6,12 @@ claim's ``FOR UPDATE SKIP LOCKED``, settling with ``DELETE … RETURNING``, the 
 lock, wake-ups by ``NOTIFY``, advisory locks and query cancellation.
 
 Ending a job is one thing, written once: its history row is inserted and its live row deleted
-in the caller's transaction (:func:`end_jobs`, or :func:`_settle_guarded` which deletes first
-and builds the history rows from what the DELETE returned).
+in the caller's transaction (:mod:`.ending`, or :mod:`.settle`, which deletes first and builds
+the history rows from what the DELETE returned).
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import logging
 import zlib
@@ -26,12 +25,13 @@ from django.db.models import F, Value
 from django.db.models.functions import Coalesce, NullIf
 
 from prescient import states
-from prescient.exceptions import InvalidTransition
-from prescient.models import FutureJob, JobHistory, Workflow
-from prescient.states import END, Event, State
+from prescient.clock import db_clock, db_now
+from prescient.models import FutureJob, Workflow
+from prescient.states import Event, State
 
-from . import bulk
-from .decisions import DISCARDED, SUMMARY_KEY, Decision, TickSummary
+from .. import bulk
+from .ending import end_job, end_jobs
+from .settle import settle
 
 logger = logging.getLogger("prescient.engine")
 
@@ -223,7 +223,7 @@ def claim(now: datetime, limit: int, token: str, queues: list[str] | None = None
         if not pks:
             return []
         claimed = FutureJob.objects.filter(pk__in=pks, state=State.SCHEDULED).update(
-            state=State.RUNNING, reserved_at=now, reserved_by=token
+            state=State.RUNNING, reserved_at=db_clock(), reserved_by=token, run_started_at=None
         )
     if not claimed:
         return []
@@ -239,11 +239,12 @@ def _claim_returning(now: datetime, limit: int, token: str, queues: list[str] | 
     columns = ", ".join(f"{table}.{bulk.quote_column(f)}" for f in meta.concrete_fields)
     sql = (
         f"WITH picked (pk) AS MATERIALIZED ({pick_sql} FOR UPDATE SKIP LOCKED) "
-        f"UPDATE {table} SET {qn('state')} = %s, {qn('reserved_at')} = %s, {qn('reserved_by')} = %s "
+        f"UPDATE {table} SET {qn('state')} = %s, {qn('reserved_at')} = statement_timestamp(), "
+        f"{qn('reserved_by')} = %s, {qn('run_started_at')} = NULL "
         f"FROM picked WHERE {table}.{bulk.quote_column(meta.pk)} = picked.pk AND {table}.{qn('state')} = %s "
         f"RETURNING {columns}"
     )
-    params = [*pick_params, State.RUNNING.value, now, token, State.SCHEDULED.value]
+    params = [*pick_params, State.RUNNING.value, token, State.SCHEDULED.value]
     jobs = list(FutureJob.objects.raw(sql, params))
     jobs.sort(key=lambda job: (job.next_check_at, job.pk))
     if queues is not None:
@@ -251,18 +252,28 @@ def _claim_returning(now: datetime, limit: int, token: str, queues: list[str] | 
     return jobs
 
 
-def renew_leases(reserved_by: str, at: datetime, *, prefix: bool = False) -> int:
+def start(job: FutureJob, token: str) -> bool:
+    """Mark the run of a claimed job as started, its lease starting now (by the database's
+    clock); False, and the run must not start, when the claim was paused, killed, cancelled or
+    taken away since it was made."""
+    started = FutureJob.objects.filter(
+        pk=job.pk, reserved_by=token, state=State.RUNNING, end_requested=""
+    ).update(run_started_at=db_clock(), reserved_at=db_clock())
+    return started == 1
+
+
+def renew_leases(reserved_by: str, *, prefix: bool = False) -> int:
     """Stamp the claims of ``reserved_by`` (every token starting with it, with ``prefix``) as
-    alive at ``at``; returns how many."""
+    alive now, by the database's clock; returns how many."""
     lookup = "reserved_by__startswith" if prefix else "reserved_by"
-    return FutureJob.objects.filter(**{lookup: reserved_by}).update(reserved_at=at)
+    return FutureJob.objects.filter(**{lookup: reserved_by}).update(reserved_at=db_clock())
 
 
 def clear_reservation(job: FutureJob, to: str) -> None:
     """Move a locked job whose claim is over to state ``to`` (scheduled, paused or buried)."""
     job.last_state = State.SCHEDULED if to == State.PAUSED else ""
     job.state = to
-    job.reserved_by, job.reserved_at = "", None
+    job.reserved_by, job.reserved_at, job.run_started_at = "", None, None
     job.save()
 
 
@@ -272,178 +283,9 @@ def request_end(job: FutureJob, outcome: str, reason: str) -> None:
     job.save(update_fields=["end_requested", "end_reason"])
 
 
-# --- ending ------------------------------------------------------------------------------------
-
-
-def _insert_history(rows: list[JobHistory]) -> None:
-    if rows:
-        fields = bulk.insert_fields(JobHistory)
-        bulk.insert_rows(JobHistory, bulk.prep_all(rows, fields, add=True), fields)
-
-
-def end_jobs(ended: Sequence[tuple[FutureJob, str]], now: datetime) -> list[JobHistory]:
-    """End each ``(job, outcome)``: its one history row written, its live row deleted (call in
-    a transaction, with the jobs locked). Returns the history rows."""
-    rows = [JobHistory.from_job(job, outcome, now) for job, outcome in ended]
-    _insert_history(rows)
-    bulk.delete_rows(FutureJob, [job.pk for job, _ in ended])
-    return rows
-
-
-def end_job(job: FutureJob, outcome: str, now: datetime) -> JobHistory:
-    """End one locked job with ``outcome`` (see :func:`end_jobs`)."""
-    row = end_jobs([(job, outcome)], now)[0]
-    logger.info(
-        "job id=%s check=%s entity=%s#%s ended outcome=%s",
-        job.pk, job.job_exec, job.entity_name, job.entity_key, outcome,
-    )
-    return row
-
-
-# --- settling ----------------------------------------------------------------------------------
-
-_SETTLE_FIELDS = [
-    "state", "last_state", "next_check_at", "check_count", "run_count", "failure_count",
-    "total_run_seconds", "last_error", "recent_errors", "reserved_at", "reserved_by", "payload",
+__all__ = [
+    "CHANNEL", "ONE_PENDING_JOB", "can_listen", "cancel_current_query", "claim", "clear_reservation", "db_now",
+    "due_order",
+    "end_job", "end_jobs", "exclusive", "insert", "insert_new", "lock_workflow", "notify", "pause_workflow",
+    "release_workflow", "renew_leases", "request_end", "save", "settle", "start",
 ]
-
-
-def settle(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
-    """Write a batch's results back in one transaction, each through the transition table.
-
-    Only rows still reserved under ``token`` are touched: a job buried meanwhile keeps its new
-    state and the result is discarded. A job killed or cancelled during its run ends that way.
-    """
-    if not decisions:
-        return
-    with transaction.atomic():
-        rest = _settle_guarded(decisions, token, now, summary) if connection.vendor == "postgresql" else decisions
-        if rest:
-            _settle_locked(rest, token, now, summary)
-
-
-def _count_run(job: FutureJob, decision: Decision) -> None:
-    """Carry what the run changed (``decision.job``) over to ``job``."""
-    ran = decision.job
-    job.failure_count = ran.failure_count
-    job.last_error = ran.last_error
-    job.recent_errors = ran.recent_errors
-    job.payload = ran.payload  # a kind's own data (a task's attempts and return value)
-    if decision.ran:
-        job.run_count += 1
-        job.total_run_seconds += decision.seconds
-
-
-def _settle_guarded(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> list[Decision]:
-    """Settle the common case without reading the rows first; return what it could not settle.
-
-    A job whose run ends, is re-scheduled or retried, still ``running`` under ``token`` with
-    no end requested (as it was claimed) moves as the transition table says for ``running``:
-    one ``DELETE … RETURNING`` (its history row is made from the row deleted) and one
-    ``UPDATE`` for the rest, each guarded by those same conditions. A job the guard turns away
-    (paused, killed or buried meanwhile) is settled by :func:`_settle_locked`.
-    """
-    finishing: dict[int, Decision] = {}
-    moving: list[tuple[FutureJob, Decision]] = []
-    rest: list[Decision] = []
-    for decision in decisions:
-        job = decision.job
-        fast = (
-            decision.event in (Event.FINISH, Event.RESCHEDULE, Event.RETRY)
-            and job.state == State.RUNNING and job.reserved_by == token and not job.end_requested
-        )
-        to = None
-        if fast:
-            try:
-                to = states.target(job, decision.event)
-            except InvalidTransition:
-                pass  # _settle_locked reports it
-        if to == END:
-            finishing[job.pk] = decision
-        elif to == State.SCHEDULED:
-            moved = copy.copy(job)
-            _count_run(moved, decision)
-            moved.next_check_at = decision.next_check_at  # type: ignore[assignment]
-            if decision.event == Event.RESCHEDULE:
-                moved.check_count += 1
-            moved.state, moved.last_state = State.SCHEDULED, ""
-            moved.reserved_by, moved.reserved_at = "", None
-            moving.append((moved, decision))
-        else:
-            rest.append(decision)
-    guard = {"reserved_by": token, "state": State.RUNNING.value, "end_requested": ""}
-    if finishing:
-        history: list[JobHistory] = []
-        for job in bulk.delete_returning(FutureJob, list(finishing), guard):
-            decision = finishing.pop(job.pk)
-            _count_run(job, decision)
-            history.append(JobHistory.from_job(job, decision.outcome, now))
-            summary.counts[decision.outcome] += 1
-            _log_settled(job, decision.outcome, decision)
-        _insert_history(history)
-        rest.extend(finishing.values())
-    if moving:
-        hit = set(bulk.update_rows(FutureJob, [job for job, _ in moving], _SETTLE_FIELDS, guard=guard))
-        for job, decision in moving:
-            if job.pk not in hit:
-                rest.append(decision)
-                continue
-            summary.counts[SUMMARY_KEY[decision.event]] += 1
-            _log_settled(job, SUMMARY_KEY[decision.event], decision)
-    return rest
-
-
-def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
-    """Settle each decision against its row as it is now, read and locked (call in a transaction)."""
-    current = _lock_reserved([d.job.pk for d in decisions], token)
-    ended: list[tuple[FutureJob, str]] = []
-    updated: list[FutureJob] = []
-    for decision in decisions:
-        job = current.get(decision.job.pk)
-        if job is None:
-            summary.counts[DISCARDED] += 1
-            logger.warning("job id=%s lost its reservation during the run; result discarded", decision.job.pk)
-            continue
-        _count_run(job, decision)
-        event, outcome = decision.event, decision.outcome
-        if job.end_requested:
-            event, outcome = Event.FINISH, job.end_requested
-        try:
-            to = states.target(job, event)
-        except InvalidTransition as exc:  # a row in a state no run should meet: leave it be
-            summary.counts[DISCARDED] += 1
-            logger.error("job id=%s result discarded: %s", job.pk, exc)
-            continue
-        if to == END:
-            ended.append((job, outcome))
-            summary.counts[outcome] += 1
-            _log_settled(job, outcome, decision)
-            continue
-        if event in (Event.RESCHEDULE, Event.RETRY):
-            job.next_check_at = decision.next_check_at  # type: ignore[assignment]
-        if event == Event.RESCHEDULE:
-            job.check_count += 1
-        summary.counts[SUMMARY_KEY[event]] += 1
-        job.last_state = State.SCHEDULED if to == State.PAUSED else ""
-        job.state = to
-        job.reserved_by, job.reserved_at = "", None
-        updated.append(job)
-        _log_settled(job, SUMMARY_KEY[event], decision)
-    if ended:
-        end_jobs(ended, now)
-    if updated:
-        bulk.update_rows(FutureJob, updated, _SETTLE_FIELDS)
-
-
-def _lock_reserved(pks: list[int], token: str) -> dict[int, FutureJob]:
-    """The jobs among ``pks`` still reserved under ``token``, locked until the transaction ends."""
-    rows = FutureJob.objects.select_for_update().filter(bulk.AnyOf(F("pk"), pks), reserved_by=token)
-    return {job.pk: job for job in rows.order_by()}
-
-
-def _log_settled(job: FutureJob, what: str, decision: Decision) -> None:
-    logger.info(
-        "check=%s entity=%s#%s outcome=%s duration=%.3fs%s",
-        job.job_exec, job.entity_name, job.entity_key, what, decision.seconds,
-        f" error={decision.error}" if decision.error else "",
-    )

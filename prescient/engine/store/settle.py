@@ -1,0 +1,208 @@
+"""Settling: a batch's results written back through the transition table, guarded by its token."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from datetime import datetime
+
+from django.db import DataError, IntegrityError, ProgrammingError, connection, transaction
+from django.db.models import F
+
+from prescient import states
+from prescient.exceptions import InvalidTransition
+from prescient.models import FutureJob, JobHistory
+from prescient.states import END, Event, Outcome, State
+
+from .. import bulk
+from ..decisions import DISCARDED, SUMMARY_KEY, Decision, TickSummary, record_error
+from .ending import _insert_history, end_jobs
+
+logger = logging.getLogger("prescient.engine")
+
+
+_SETTLE_FIELDS = [
+    "state", "last_state", "next_check_at", "check_count", "run_count", "failure_count",
+    "total_run_seconds", "last_error", "recent_errors", "reserved_at", "reserved_by", "run_started_at", "payload",
+]
+
+
+def settle(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
+    """Write a batch's results back in one transaction, each through the transition table.
+
+    Only rows still reserved under ``token`` are touched: a job buried meanwhile keeps its new
+    state and the result is discarded. A job killed or cancelled during its run ends that way.
+    """
+    if not decisions:
+        return
+    counts = summary.counts.copy()
+    try:
+        _settle_batch(decisions, token, now, summary)
+    except _REFUSED:
+        # Some result the database will not take (a driver or a constraint refusing a value):
+        # write the batch row by row, and fail only the rows it refuses.
+        summary.counts = counts
+        for decision in decisions:
+            counts = summary.counts.copy()
+            try:
+                _settle_batch([decision], token, now, summary)
+            except _REFUSED as exc:
+                summary.counts = counts
+                _settle_refused(decision, token, now, summary, exc)
+
+
+#: Errors of a write that one row's data can cause; lost connections are left to the caller.
+_REFUSED = (DataError, IntegrityError, ProgrammingError, ValueError)
+
+
+def _settle_batch(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
+    with transaction.atomic():
+        rest = _settle_guarded(decisions, token, now, summary) if connection.vendor == "postgresql" else decisions
+        if rest:
+            _settle_locked(rest, token, now, summary)
+
+
+def _settle_refused(decision: Decision, token: str, now: datetime, summary: TickSummary, exc: Exception) -> None:
+    """The database refused to store ``decision``: its job ends ``failed``, with the database's
+    message as its error, from its row as it was before the run."""
+    job = FutureJob.objects.filter(pk=decision.job.pk, reserved_by=token).first()
+    if job is None:
+        summary.counts[DISCARDED] += 1
+        return
+    error = f"{type(exc).__name__}: the database refused this run's result: {exc}"
+    logger.error("job id=%s %s", job.pk, error)
+    record_error(job, error, now)
+    job.failure_count += 1
+    refused = Decision(job=job, event=Event.FINISH, outcome=Outcome.FAILED, error=error, seconds=decision.seconds,
+                       ran=decision.ran)
+    try:
+        _settle_batch([refused], token, now, summary)
+    except _REFUSED:  # pragma: no cover - the row as it was is storable; left to the rescuer
+        logger.exception("job id=%s: even its failure could not be written", job.pk)
+
+
+def _count_run(job: FutureJob, decision: Decision) -> None:
+    """Carry what the run changed (``decision.job``) over to ``job``."""
+    ran = decision.job
+    job.failure_count = ran.failure_count
+    job.last_error = ran.last_error
+    job.recent_errors = ran.recent_errors
+    job.payload = ran.payload  # a kind's own data (a task's attempts and return value)
+    if decision.ran:
+        job.run_count += 1
+        job.total_run_seconds += decision.seconds
+
+
+def _settle_guarded(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> list[Decision]:
+    """Settle the common case without reading the rows first; return what it could not settle.
+
+    A job whose run ends, is re-scheduled or retried, still ``running`` under ``token`` with
+    no end requested (as it was claimed) moves as the transition table says for ``running``:
+    one ``DELETE … RETURNING`` (its history row is made from the row deleted) and one
+    ``UPDATE`` for the rest, each guarded by those same conditions. A job the guard turns away
+    (paused, killed or buried meanwhile) is settled by :func:`_settle_locked`.
+    """
+    finishing: dict[int, Decision] = {}
+    moving: list[tuple[FutureJob, Decision]] = []
+    rest: list[Decision] = []
+    for decision in decisions:
+        job = decision.job
+        fast = (
+            decision.event in (Event.FINISH, Event.RESCHEDULE, Event.RETRY)
+            and job.state == State.RUNNING and job.reserved_by == token and not job.end_requested
+        )
+        to = None
+        if fast:
+            try:
+                to = states.target(job, decision.event)
+            except InvalidTransition:
+                pass  # _settle_locked reports it
+        if to == END:
+            finishing[job.pk] = decision
+        elif to == State.SCHEDULED:
+            moved = copy.copy(job)
+            _count_run(moved, decision)
+            moved.next_check_at = decision.next_check_at  # type: ignore[assignment]
+            if decision.event == Event.RESCHEDULE:
+                moved.check_count += 1
+            moved.state, moved.last_state = State.SCHEDULED, ""
+            moved.reserved_by, moved.reserved_at, moved.run_started_at = "", None, None
+            moving.append((moved, decision))
+        else:
+            rest.append(decision)
+    guard = {"reserved_by": token, "state": State.RUNNING.value, "end_requested": ""}
+    if finishing:
+        history: list[JobHistory] = []
+        for job in bulk.delete_returning(FutureJob, list(finishing), guard):
+            decision = finishing.pop(job.pk)
+            _count_run(job, decision)
+            history.append(JobHistory.from_job(job, decision.outcome, now))
+            summary.counts[decision.outcome] += 1
+            _log_settled(job, decision.outcome, decision)
+        _insert_history(history)
+        rest.extend(finishing.values())
+    if moving:
+        hit = set(bulk.update_rows(FutureJob, [job for job, _ in moving], _SETTLE_FIELDS, guard=guard))
+        for job, decision in moving:
+            if job.pk not in hit:
+                rest.append(decision)
+                continue
+            summary.counts[SUMMARY_KEY[decision.event]] += 1
+            _log_settled(job, SUMMARY_KEY[decision.event], decision)
+    return rest
+
+
+def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
+    """Settle each decision against its row as it is now, read and locked (call in a transaction)."""
+    current = _lock_reserved([d.job.pk for d in decisions], token)
+    ended: list[tuple[FutureJob, str]] = []
+    updated: list[FutureJob] = []
+    for decision in decisions:
+        job = current.get(decision.job.pk)
+        if job is None:
+            summary.counts[DISCARDED] += 1
+            logger.warning("job id=%s lost its reservation during the run; result discarded", decision.job.pk)
+            continue
+        _count_run(job, decision)
+        event, outcome = decision.event, decision.outcome
+        if job.end_requested:
+            event, outcome = Event.FINISH, job.end_requested
+        try:
+            to = states.target(job, event)
+        except InvalidTransition as exc:  # a row in a state no run should meet: leave it be
+            summary.counts[DISCARDED] += 1
+            logger.error("job id=%s result discarded: %s", job.pk, exc)
+            continue
+        if to == END:
+            ended.append((job, outcome))
+            summary.counts[outcome] += 1
+            _log_settled(job, outcome, decision)
+            continue
+        if event in (Event.RESCHEDULE, Event.RETRY):
+            job.next_check_at = decision.next_check_at  # type: ignore[assignment]
+        if event == Event.RESCHEDULE:
+            job.check_count += 1
+        summary.counts[SUMMARY_KEY[event]] += 1
+        job.last_state = State.SCHEDULED if to == State.PAUSED else ""
+        job.state = to
+        job.reserved_by, job.reserved_at, job.run_started_at = "", None, None
+        updated.append(job)
+        _log_settled(job, SUMMARY_KEY[event], decision)
+    if ended:
+        end_jobs(ended, now)
+    if updated:
+        bulk.update_rows(FutureJob, updated, _SETTLE_FIELDS)
+
+
+def _lock_reserved(pks: list[int], token: str) -> dict[int, FutureJob]:
+    """The jobs among ``pks`` still reserved under ``token``, locked until the transaction ends."""
+    rows = FutureJob.objects.select_for_update().filter(bulk.AnyOf(F("pk"), pks), reserved_by=token)
+    return {job.pk: job for job in rows.order_by()}
+
+
+def _log_settled(job: FutureJob, what: str, decision: Decision) -> None:
+    logger.info(
+        "check=%s entity=%s#%s outcome=%s duration=%.3fs%s",
+        job.job_exec, job.entity_name, job.entity_key, what, decision.seconds,
+        f" error={decision.error}" if decision.error else "",
+    )
