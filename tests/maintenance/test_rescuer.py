@@ -61,3 +61,25 @@ def test_is_due__only_when_the_survey_saw_a_stale_claim():
 
     assert Rescuer().is_due(Survey(due=False, stale=True))
     assert not Rescuer().is_due(Survey(due=True, stale=False))
+
+
+def test_run_once__a_check_with_a_120_s_timeout_under_default_settings_is_not_stale_mid_run(
+    register, make_job, make_thing, t0, clock
+):
+    """Default settings: the stale period is 120 s (timeout 60 s + 60 s). A check of its own
+    with a timeout of 120 s, its lease last renewed 150 s ago, is still within its own lease
+    (its timeout + 60 s); at 181 s it is stale."""
+    register("test.long", lambda thing, job: None, timeout_seconds=120)
+    job = make_job("test.long", thing=make_thing(), state=State.RUNNING, reserved_by="tick:1:alive",
+                   reserved_at=clock - timedelta(seconds=150))
+    assert Rescuer().run_once(t0) == 0
+    FutureJob.objects.filter(pk=job.pk).update(reserved_at=clock - timedelta(seconds=181))
+    assert Rescuer().run_once(t0) == 1
+    assert FutureJob.objects.get(pk=job.pk).state == State.BURIED
+
+
+def test_run_once__a_stale_claim_that_never_started_is_handed_back_uncharged(make_job, make_thing, t0):
+    job = claimed(make_job, make_thing(), t0, "worker:host:1/1", run_started_at=None)
+    assert Rescuer().run_once(t0) == 1
+    job.refresh_from_db()
+    assert (job.state, job.reserved_by, job.failure_count, job.last_error) == (State.SCHEDULED, "", 0, "")
