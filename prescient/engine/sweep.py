@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -178,9 +178,59 @@ def run_claimed(job: FutureJob, token: str, now: datetime) -> Decision:
     """Start the run of a job claimed under ``token`` and run it, with what its kind loads for
     it just before (a fresh entity). A claim paused, killed or taken away since it was made is
     not started: it is handed back, and settling applies what was asked."""
-    if not store.start(job, token):
-        return hand_back(job)
-    return run_one(job, prepare([job]).get(job.pk), now)
+    return next(run_group([job], token, now))
+
+
+def run_group(
+    jobs: Sequence[FutureJob], token: str, now: datetime, *, started: bool = False,
+    before_run: Callable[[FutureJob], None] | None = None,
+) -> Iterator[Decision]:
+    """Start a group of jobs claimed under ``token`` (one statement), load what they need (one
+    query per kind), then run them one after the other; yields each one's decision, in order.
+
+    Jobs paused, killed or taken away since their claim are handed back unstarted. ``started``:
+    the claim started them already (it was handed straight to this runner), so they are only
+    read again, not written. ``before_run(job)`` is called just before each run.
+    """
+    ok = store.still_startable(jobs, token) if started else store.start_runs(jobs, token)
+    contexts = prepare([job for job in jobs if job.pk in ok])
+    for job in jobs:
+        if job.pk not in ok:
+            yield hand_back(job)
+            continue
+        if before_run is not None:
+            before_run(job)
+        yield run_one(job, contexts.get(job.pk), now)
+
+
+#: Seconds of work started at once. Runs are started (one statement) and their entities loaded
+#: (one query) in groups, as many jobs as the runs so far say take about this long: a group of
+#: one for slow checks, a whole batch for fast ones. A job of a group waits at most this long
+#: between its start (its lease, its fresh entity, the last look at pause and kill) and its run.
+GROUP_SECONDS = 0.1
+
+
+class Pacer:
+    """How many jobs to start at once, judged by how long the runs so far took (a moving
+    average): about :data:`GROUP_SECONDS` of work; one at first, then at most twice as many
+    as have run."""
+
+    def __init__(self, budget: float = GROUP_SECONDS) -> None:
+        self.budget = budget
+        self.mean = 0.0
+        self.runs = 0
+
+    def record(self, decision: Decision) -> None:
+        """Count one run's time (runs that never started say nothing)."""
+        if decision.ran:
+            seconds = decision.seconds
+            self.mean = seconds if not self.runs else 0.8 * self.mean + 0.2 * seconds
+            self.runs += 1
+
+    def size(self, most: int) -> int:
+        """The size of the next group, 1 to ``most``."""
+        size = min(max(1, 2 * self.runs), int(self.budget / max(self.mean, 1e-6)))
+        return max(1, min(most, size))
 
 
 def timeout_of(job: FutureJob) -> float:
@@ -207,22 +257,33 @@ def lease_seconds(job: FutureJob) -> float:
 def sweep_batch(
     now: datetime, size: int, summary: TickSummary, *,
     watch: Callable[[str, FutureJob | None], None] | None = None, decisions: list[Decision] | None = None,
+    pacer: Pacer | None = None,
 ) -> int:
     """Claim, run and settle one batch of up to ``size`` due jobs in this process; returns how
-    many were claimed (0: nothing was due). Each run starts (and loads its entity) just before
-    it is called. ``watch(token, job)`` is told which job runs (None: the batch is over): the
-    tick's guard renews the batch's leases and watches for a run that will not stop. The
-    batch's decisions are gathered in ``decisions`` (a new list if not given)."""
+    many were claimed (0: nothing was due). Runs start, and their entities load, in groups
+    just before they are called (``pacer`` sizes the groups). ``watch(token, job)`` is told
+    which job runs (None: the batch is over): the tick's guard renews the batch's leases and
+    watches for a run that will not stop. The batch's decisions are gathered in ``decisions``
+    (a new list if not given)."""
     token = new_token()
     jobs = store.claim(now, size, token)
     if not jobs:
         return 0
     decisions = [] if decisions is None else decisions
+    pacer = Pacer() if pacer is None else pacer
+
+    def before_run(job: FutureJob) -> None:
+        if watch is not None:
+            watch(token, job)
+
     try:
-        for job in jobs:
-            if watch is not None:
-                watch(token, job)
-            decisions.append(run_claimed(job, token, now))
+        done = 0
+        while done < len(jobs):
+            group = jobs[done:done + pacer.size(len(jobs) - done)]
+            done += len(group)
+            for decision in run_group(group, token, now, before_run=before_run):
+                decisions.append(decision)
+                pacer.record(decision)
     finally:
         if watch is not None:
             watch(token, None)

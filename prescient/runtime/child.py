@@ -63,10 +63,12 @@ def main(conn: Connection, parent: int, memory_mb: int | None = None) -> None:
         if message is None:
             break
         drop_broken_connections()
-        job, now = message
-        decision = sweep.run_claimed(job, job.reserved_by, now)
-        try:
-            conn.send(decision)
-        except Exception as exc:  # an unpicklable piece of a decision: report it plainly
-            conn.send(sweep.failed_run(job, f"{type(exc).__name__}: {exc}", now, decision.seconds))
+        jobs, now, started = message
+        # A parcel of jobs of one claim: started together, run one after the other, each
+        # decision sent as soon as it is made (the worker watches each run's timeout).
+        for decision in sweep.run_group(jobs, jobs[0].reserved_by, now, started=started):
+            try:
+                conn.send(decision)
+            except Exception as exc:  # an unpicklable piece of a decision: report it plainly
+                conn.send(sweep.failed_run(decision.job, f"{type(exc).__name__}: {exc}", now, decision.seconds))
     connections.close_all()

@@ -1,11 +1,13 @@
 """Child processes that run checks for a worker, with hard timeouts.
 
 Each child is a fresh interpreter (``spawn``: nothing inherited from the worker but its
-settings), runs one check at a time and sends back the
-:class:`~prescient.engine.sweep.Decision`. The check's own timeout is enforced inside the child
-(``SIGALRM``, as in the tick); if the child does not answer by ``timeout + HARD_KILL_AFTER``
-(a check stuck in C code), or dies (a segfault, ``os._exit``), the worker kills and replaces it
-and counts a failed run. Children die with their worker (``PR_SET_PDEATHSIG`` on Linux, see
+settings). It is handed a *parcel*: a few jobs of one claim (as many as run in about
+:data:`~prescient.engine.sweep.GROUP_SECONDS`), starts them together, runs them one at a time
+and sends back each :class:`~prescient.engine.sweep.Decision` as it is made. The check's own
+timeout is enforced inside the child (``SIGALRM``, as in the tick); if the child does not
+answer by ``timeout + HARD_KILL_AFTER`` (a check stuck in C code), or dies (a segfault,
+``os._exit``), the worker kills and replaces it, counts a failed run for the job in flight and
+hands back the rest of its parcel, which never ran. Children die with their worker (``PR_SET_PDEATHSIG`` on Linux, see
 :mod:`prescient.runtime.child`), so a killed worker leaves no orphan run going on behind the
 stale-reservation rule.
 """
@@ -16,7 +18,7 @@ import logging
 import multiprocessing
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -37,15 +39,27 @@ HARD_KILL_AFTER = 2.0
 class Child:
     process: Any
     conn: Connection
-    job: FutureJob | None = None
+    #: The parcel handed to it whose decisions have not come back yet; the first is in flight.
+    jobs: list[FutureJob] = field(default_factory=list)
     now: datetime | None = None
     started: float = 0.0
     deadline: float = 0.0
     runs: int = 0
 
+    @property
+    def job(self) -> FutureJob | None:
+        """The job whose run is in flight (None: idle)."""
+        return self.jobs[0] if self.jobs else None
+
+    def begin(self, started: float) -> None:
+        """The run of the first job left began at ``started`` (monotonic): its deadline."""
+        self.started = started
+        if self.jobs:
+            self.deadline = started + sweep.timeout_of(self.jobs[0]) + HARD_KILL_AFTER
+
 
 class Pool:
-    """A fixed number of child processes, each running one check at a time.
+    """A fixed number of child processes, each running one parcel of checks at a time.
 
     ``memory_mb`` caps each child's address space (a run over it fails with MemoryError and the
     child goes on); after ``max_runs`` runs a child is replaced by a fresh one.
@@ -84,13 +98,17 @@ class Pool:
     def busy(self) -> list[Child]:
         return [child for child in self.children if child.job is not None]
 
-    def submit(self, child: Child, job: FutureJob, now: datetime) -> None:
-        """Start and run the claimed ``job`` in ``child`` (which loads what the run needs)."""
-        child.job, child.now = job, now
-        child.started = time.monotonic()
-        child.deadline = child.started + sweep.timeout_of(job) + HARD_KILL_AFTER
-        child.runs += 1
-        child.conn.send((job, now))
+    def room(self, child: Child) -> int | None:
+        """How many more runs ``child`` may take before it is replaced (None: no limit)."""
+        return None if not self.max_runs else max(1, self.max_runs - child.runs)
+
+    def submit(self, child: Child, jobs: list[FutureJob], now: datetime, *, started: bool = False) -> None:
+        """Start and run the claimed ``jobs`` (one claim's) in ``child``, which loads what the
+        runs need; ``started``: the claim started them already."""
+        child.jobs, child.now = list(jobs), now
+        child.begin(time.monotonic())
+        child.runs += len(jobs)
+        child.conn.send((jobs, now, started))
 
     def collect(self, timeout: float) -> list[Decision]:
         """Decisions of runs that ended within ``timeout`` seconds (killing overdue children)."""
@@ -104,19 +122,24 @@ class Pool:
         for child in busy:
             if child.conn in ready:
                 try:
-                    decisions.append(child.conn.recv())
-                    self._free(child)
+                    while child.jobs and child.conn.poll():
+                        decision = child.conn.recv()
+                        decisions.append(decision)
+                        child.jobs = [job for job in child.jobs if job.pk != decision.job.pk]
+                        child.begin(time.monotonic())
+                    if not child.jobs:
+                        self._free(child)
                     continue
                 except (EOFError, OSError):
                     pass  # died mid-run: handled below
             if child.conn in ready or child.process.sentinel in ready:
-                decisions.append(self._replace(child, "died"))
+                decisions.extend(self._replace(child, "died"))
             elif time.monotonic() >= child.deadline:
-                decisions.append(self._replace(child, "overran"))
+                decisions.extend(self._replace(child, "overran"))
         return decisions
 
     def _free(self, child: Child) -> None:
-        child.job, child.now = None, None
+        child.jobs, child.now = [], None
         if self.max_runs and child.runs >= self.max_runs:
             self._retire(child)
 
@@ -135,7 +158,9 @@ class Pool:
         self.children[self.children.index(child)] = fresh
         self._await_ready(fresh)
 
-    def _replace(self, child: Child, why: str) -> Decision:
+    def _replace(self, child: Child, why: str) -> list[Decision]:
+        """Kill and replace ``child``: a failed run for the job in flight; the rest of its
+        parcel never ran and is handed back."""
         job, now = child.job, child.now
         assert job is not None and now is not None
         seconds = time.monotonic() - child.started
@@ -149,14 +174,15 @@ class Pool:
             error = f"ChildDied: the process running {job.job_exec} exited with code {code}"
         logger.error("job id=%s %s", job.pk, error)
         child.conn.close()
+        rest = child.jobs[1:]
         index = self.children.index(child)
         self.children[index] = fresh = self._spawn()
         self._await_ready(fresh)
-        return sweep.failed_run(job, error, now, seconds)
+        return [sweep.failed_run(job, error, now, seconds), *(sweep.hand_back(other) for other in rest)]
 
     def abandon(self) -> list[FutureJob]:
         """Kill every child; return the jobs they were running (to be handed back)."""
-        jobs = [child.job for child in self.children if child.job is not None]
+        jobs = [job for child in self.children for job in child.jobs]
         for child in self.children:
             if child.process.is_alive():
                 child.process.kill()

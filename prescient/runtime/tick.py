@@ -84,8 +84,10 @@ class Guard(threading.Thread):
             "(it ignored the alarm); the tick was ended"
         )
         logger.error("job id=%s %s", job.pk, error)
+        # The tick runs one check at a time: every other job of the batch without a decision
+        # has not run (some may have been started with their group), so it is handed back.
         done = {decision.job.pk for decision in self.decisions}
-        unstarted = FutureJob.objects.filter(reserved_by=token, run_started_at__isnull=True).exclude(pk__in=done)
+        unstarted = FutureJob.objects.filter(reserved_by=token).exclude(pk__in=done)
         decisions = [
             *self.decisions, sweep.failed_run(job, error, self.now, seconds),
             *(sweep.hand_back(other) for other in unstarted if other.pk != job.pk),
@@ -122,12 +124,15 @@ def tick(now: datetime | None = None, *, batch_size: int | None = None, watchdog
     guard = Guard(now, watchdog=watchdog)
     guard.start()
     decisions: list[Decision] = []
+    pacer = sweep.Pacer()
 
     def watch(token: str, job: FutureJob | None) -> None:
         guard.watch(token, job, decisions)
 
     try:
-        while not guard.overran and sweep.sweep_batch(now, size, summary, watch=watch, decisions=decisions):
+        while not guard.overran and sweep.sweep_batch(
+            now, size, summary, watch=watch, decisions=decisions, pacer=pacer
+        ):
             decisions = []
     finally:
         guard.stop()

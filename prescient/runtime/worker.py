@@ -89,7 +89,9 @@ class WorkerProcess:
         self.stopping = False
         self.summary = TickSummary()
         self.prefetch = max(0, int(setting("WORKER_PREFETCH")))
-        self.backlog: deque[tuple[FutureJob, datetime]] = deque()
+        #: Claimed jobs not yet handed to a child: (job, the claim's now, started by the claim).
+        self.backlog: deque[tuple[FutureJob, datetime, bool]] = deque()
+        self.pacer = sweep.Pacer()
         self.unsettled: list[Decision] = []
         self.listener = Listener() if Listener.available() else None
         self.pool: Pool | None = None
@@ -183,12 +185,16 @@ class WorkerProcess:
         drop_broken_connections()
         self._look_around_if_due()
         assert self.pool is not None
-        room = len(self.pool.idle) + self.prefetch - len(self.backlog)
+        parcel = self.pacer.size(self.batch_size)
+        room = len(self.pool.idle) * parcel + self.prefetch - len(self.backlog)
         if room > 0 and (not self.backlog or self.prefetch) and not self.stopping:
             self._claim(room)
         self._dispatch()
         if self.pool.busy:
-            self.unsettled.extend(self.pool.collect(timeout=0.5))
+            decisions = self.pool.collect(timeout=0.5)
+            for decision in decisions:
+                self.pacer.record(decision)
+            self.unsettled.extend(decisions)
             self._dispatch()  # refill the children before writing anything
         idle = not self.pool.busy and not self.backlog
         if self.unsettled and (
@@ -199,13 +205,18 @@ class WorkerProcess:
             self._sleep()
 
     def _claim(self, room: int) -> None:
-        """Claim up to ``room`` due jobs: no more than the children can start now (plus the
-        prefetch). Their entities are loaded by the children, just before each run."""
+        """Claim up to ``room`` due jobs: no more than the idle children can start now, a
+        parcel each (plus the prefetch). Without a prefetch the claim starts their runs too
+        (they go straight to the children); prefetched jobs start when a child takes them.
+        Their entities are loaded by the children, just before the runs."""
         now = db_now()
         # A token per batch: the claim returns exactly the rows it took, never a row of an
         # earlier batch still running. All share the worker's prefix, for lease renewal.
         self._batches += 1
-        jobs = store.claim(now, min(room, self.batch_size), f"{self.token}/{self._batches}", queues=self.queues)
+        start = not self.prefetch
+        jobs = store.claim(
+            now, min(room, self.batch_size), f"{self.token}/{self._batches}", queues=self.queues, start=start
+        )
         if not jobs:
             if not self._drained:
                 self._drained = True
@@ -213,15 +224,26 @@ class WorkerProcess:
             return
         self._drained = False
         for job in jobs:
-            self.backlog.append((job, now))
+            self.backlog.append((job, now, start))
 
     def _dispatch(self) -> None:
+        """Hand each idle child a parcel: jobs of one claim, as many as the pacer says."""
         assert self.pool is not None
         for child in self.pool.idle:
             if not self.backlog or self.stopping:
                 return
-            job, now = self.backlog.popleft()
-            self.pool.submit(child, job, now)
+            size = self.pacer.size(self.batch_size)
+            room = self.pool.room(child)
+            if room is not None:
+                size = min(size, room)
+            first, now, started = self.backlog.popleft()
+            parcel = [first]
+            while (
+                self.backlog and len(parcel) < size and self.backlog[0][0].reserved_by == first.reserved_by
+                and self.backlog[0][2] == started
+            ):
+                parcel.append(self.backlog.popleft()[0])
+            self.pool.submit(child, parcel, now, started=started)
 
     def _settle(self) -> None:
         self._last_settle = time.monotonic()
@@ -290,7 +312,7 @@ class WorkerProcess:
         """Finish what runs within the grace period, hand back every other claim, unregister."""
         assert self.pool is not None
         grace_until = time.monotonic() + float(setting("WORKER_GRACE_SECONDS"))
-        unstarted = [job for job, _ in self.backlog]
+        unstarted = [job for job, _, _ in self.backlog]
         self.backlog.clear()
         while self.pool.busy and time.monotonic() < grace_until:
             self.unsettled.extend(self.pool.collect(timeout=min(0.5, grace_until - time.monotonic())))

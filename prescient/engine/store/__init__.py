@@ -201,17 +201,21 @@ def due_order(now: datetime, queues: list[str] | None) -> models.QuerySet[Future
     return FutureJob.objects.due(now).filter(queue__in=queues).order_by("-priority", "next_check_at", "id")
 
 
-def claim(now: datetime, limit: int, token: str, queues: list[str] | None = None) -> list[FutureJob]:
+def claim(
+    now: datetime, limit: int, token: str, queues: list[str] | None = None, *, start: bool = False
+) -> list[FutureJob]:
     """Mark up to ``limit`` due jobs ``running`` under ``token`` and return them, oldest first.
 
     ``queues``: only jobs of these queues (``""`` is the queue of checks), highest priority
-    first (django.tasks workers started with ``--queue``).
+    first (django.tasks workers started with ``--queue``). ``start``: their runs start now too
+    (their leases and ``run_started_at`` stamped; for a claim handed straight to its runners),
+    so a crash charges them as runs that had started.
 
     On PostgreSQL this is one statement (pick with ``FOR UPDATE SKIP LOCKED``, update, return
     the rows); elsewhere a guarded update of the picked ids, then a read of what it took.
     """
     if connection.vendor == "postgresql":
-        return _claim_returning(now, limit, token, queues)
+        return _claim_returning(now, limit, token, queues, start=start)
     due = due_order(now, queues)
     if connection.features.has_select_for_update_skip_locked:
         due = due.select_for_update(skip_locked=True)
@@ -222,15 +226,18 @@ def claim(now: datetime, limit: int, token: str, queues: list[str] | None = None
         pks = list(due.values_list("pk", flat=True)[:limit])
         if not pks:
             return []
+        clock = db_clock()
         claimed = FutureJob.objects.filter(pk__in=pks, state=State.SCHEDULED).update(
-            state=State.RUNNING, reserved_at=db_clock(), reserved_by=token, run_started_at=None
+            state=State.RUNNING, reserved_at=clock, reserved_by=token, run_started_at=clock if start else None
         )
     if not claimed:
         return []
     return list(FutureJob.objects.filter(reserved_by=token).order_by(*due_order(now, queues).query.order_by))
 
 
-def _claim_returning(now: datetime, limit: int, token: str, queues: list[str] | None = None) -> list[FutureJob]:
+def _claim_returning(
+    now: datetime, limit: int, token: str, queues: list[str] | None = None, *, start: bool = False
+) -> list[FutureJob]:
     # The picked ids are a MATERIALIZED CTE, evaluated exactly once (see claim()).
     pick_sql, pick_params = due_order(now, queues).values("pk")[:limit].query.sql_with_params()
     meta = FutureJob._meta
@@ -240,7 +247,7 @@ def _claim_returning(now: datetime, limit: int, token: str, queues: list[str] | 
     sql = (
         f"WITH picked (pk) AS MATERIALIZED ({pick_sql} FOR UPDATE SKIP LOCKED) "
         f"UPDATE {table} SET {qn('state')} = %s, {qn('reserved_at')} = statement_timestamp(), "
-        f"{qn('reserved_by')} = %s, {qn('run_started_at')} = NULL "
+        f"{qn('reserved_by')} = %s, {qn('run_started_at')} = {'statement_timestamp()' if start else 'NULL'} "
         f"FROM picked WHERE {table}.{bulk.quote_column(meta.pk)} = picked.pk AND {table}.{qn('state')} = %s "
         f"RETURNING {columns}"
     )
@@ -256,10 +263,52 @@ def start(job: FutureJob, token: str) -> bool:
     """Mark the run of a claimed job as started, its lease starting now (by the database's
     clock); False, and the run must not start, when the claim was paused, killed, cancelled or
     taken away since it was made."""
-    started = FutureJob.objects.filter(
-        pk=job.pk, reserved_by=token, state=State.RUNNING, end_requested=""
-    ).update(run_started_at=db_clock(), reserved_at=db_clock())
-    return started == 1
+    return job.pk in start_runs([job], token)
+
+
+def _startable(jobs: Sequence[FutureJob], token: str) -> models.QuerySet[FutureJob]:
+    return FutureJob.objects.filter(
+        pk__in=[job.pk for job in jobs], reserved_by=token, state=State.RUNNING, end_requested=""
+    )
+
+
+def start_runs(jobs: Sequence[FutureJob], token: str) -> set[int]:
+    """Mark the runs of claimed ``jobs`` as started, their leases starting now (by the
+    database's clock), in one statement; returns the ids of those that may start. The others
+    were paused, killed, cancelled or taken away since they were claimed: they must not run."""
+    if not jobs:
+        return set()
+    qn = connection.ops.quote_name
+    table = qn(FutureJob._meta.db_table)
+    pk_column = bulk.quote_column(FutureJob._meta.pk)
+    if connection.vendor == "postgresql":
+        clock, clock_params = "statement_timestamp()", []
+    else:
+        clock, clock_params = "%s", [FutureJob._meta.get_field("reserved_at").get_db_prep_value(db_now(), connection)]
+    ids = [job.pk for job in jobs]
+    marks = ", ".join(["%s"] * len(ids))
+    sql = (
+        f"UPDATE {table} SET {qn('run_started_at')} = {clock}, {qn('reserved_at')} = {clock} "
+        f"WHERE {pk_column} IN ({marks}) AND {qn('reserved_by')} = %s AND {qn('state')} = %s "
+        f"AND {qn('end_requested')} = ''"
+    )
+    params = [*clock_params, *clock_params, *ids, token, State.RUNNING.value]
+    if not _can_insert_returning():  # no RETURNING: update, then read what was started
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+            return set(_startable(jobs, token).values_list("pk", flat=True))
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} RETURNING {pk_column}", params)
+        return {row[0] for row in cursor.fetchall()}
+
+
+def still_startable(jobs: Sequence[FutureJob], token: str) -> set[int]:
+    """The ids of claimed ``jobs`` whose runs may still go ahead (a read, nothing written): not
+    paused, killed, cancelled or taken away since the claim that started them."""
+    if not jobs:
+        return set()
+    return set(_startable(jobs, token).values_list("pk", flat=True))
 
 
 def renew_leases(reserved_by: str, *, prefix: bool = False) -> int:
@@ -287,5 +336,5 @@ __all__ = [
     "CHANNEL", "ONE_PENDING_JOB", "can_listen", "cancel_current_query", "claim", "clear_reservation", "db_now",
     "due_order",
     "end_job", "end_jobs", "exclusive", "insert", "insert_new", "lock_workflow", "notify", "pause_workflow",
-    "release_workflow", "renew_leases", "request_end", "save", "settle", "start",
+    "release_workflow", "renew_leases", "request_end", "save", "settle", "start", "start_runs", "still_startable",
 ]
