@@ -39,6 +39,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 import prescient  # noqa: E402
+from bench import replay  # noqa: E402
 from bench.models import Item  # noqa: E402
 from prescient.engine import bulk, store  # noqa: E402
 from prescient.engine import sweep as engine_sweep  # noqa: E402
@@ -328,11 +329,13 @@ def together(agents: list[Agent], **command: Any) -> float:
 
 
 class WorkerRun:
-    """A real ``manage.py prescient_worker`` process, started once and kept for many runs."""
+    """A real ``manage.py prescient_worker`` process, started once and kept for many runs
+    (``concurrency`` None: the command's default, one child per CPU)."""
 
-    def __init__(self, concurrency: int = 1) -> None:
+    def __init__(self, concurrency: int | None = 1) -> None:
+        given = [] if concurrency is None else ["--concurrency", str(concurrency)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "django", "prescient_worker", "--concurrency", str(concurrency), "-v", "0"],
+            [sys.executable, "-m", "django", "prescient_worker", *given, "-v", "0"],
             cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )
 
@@ -360,10 +363,10 @@ class WorkerRun:
 
 
 @contextmanager
-def workers(count: int) -> Iterator[list[WorkerRun]]:
+def workers(count: int, concurrency: int | None = 1) -> Iterator[list[WorkerRun]]:
     started: list[WorkerRun] = []
     try:
-        started = [WorkerRun() for _ in range(count)]
+        started = [WorkerRun(concurrency) for _ in range(count)]
         for worker in started:
             worker.wait_ready()
         yield started
@@ -428,6 +431,9 @@ def sweep(res: Results, raw: Raw, sizes: dict[str, Any], profile: str | None) ->
         profile_tick(count, profile)
     if not pg():
         return
+    now = timezone.now()
+    replay.measure(res, sizes, q=q, add_jobs=add_jobs, clear_jobs=clear_jobs, tick=tick, now=now,
+                   due=now - timedelta(hours=1), log=log)
     agents = [agent.wait_ready() for agent in [Agent(), Agent()]]  # both start at once
     try:
         for run in range(runs):
@@ -453,6 +459,11 @@ def sweep(res: Results, raw: Raw, sizes: dict[str, Any], profile: str | None) ->
             f"two {statistics.median(res.values['sweep.workers2']):,.0f}/s")
         latency(res, first, sizes)
         memory(res, first, sizes)
+    with workers(1, concurrency=None):
+        for _run in range(runs):
+            res.add("sweep.worker_default", sweep_by_workers(count))
+        log(f"one worker, default concurrency ({os.cpu_count()} children): "
+            f"{statistics.median(res.values['sweep.worker_default']):,.0f}/s")
     clear_jobs()
 
 

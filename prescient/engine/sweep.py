@@ -266,11 +266,13 @@ def sweep_batch(
     watches for a run that will not stop. The batch's decisions are gathered in ``decisions``
     (a new list if not given)."""
     token = new_token()
-    jobs = store.claim(now, size, token)
+    pacer = Pacer() if pacer is None else pacer
+    # Checks fast enough for the whole batch to be one group: the claim starts them too.
+    whole = pacer.size(size) >= size
+    jobs = store.claim(now, size, token, start=whole)
     if not jobs:
         return 0
     decisions = [] if decisions is None else decisions
-    pacer = Pacer() if pacer is None else pacer
 
     def before_run(job: FutureJob) -> None:
         if watch is not None:
@@ -279,9 +281,9 @@ def sweep_batch(
     try:
         done = 0
         while done < len(jobs):
-            group = jobs[done:done + pacer.size(len(jobs) - done)]
+            group = jobs if whole else jobs[done:done + pacer.size(len(jobs) - done)]
             done += len(group)
-            for decision in run_group(group, token, now, before_run=before_run):
+            for decision in run_group(group, token, now, started=whole, before_run=before_run):
                 decisions.append(decision)
                 pacer.record(decision)
     finally:

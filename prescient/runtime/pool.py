@@ -125,7 +125,10 @@ class Pool:
                     while child.jobs and child.conn.poll():
                         decision = child.conn.recv()
                         decisions.append(decision)
-                        child.jobs = [job for job in child.jobs if job.pk != decision.job.pk]
+                        if child.jobs[0].pk == decision.job.pk:  # they come back in order
+                            del child.jobs[0]
+                        else:
+                            child.jobs = [job for job in child.jobs if job.pk != decision.job.pk]
                         child.begin(time.monotonic())
                     if not child.jobs:
                         self._free(child)

@@ -185,17 +185,13 @@ class WorkerProcess:
         drop_broken_connections()
         self._look_around_if_due()
         assert self.pool is not None
-        parcel = self.pacer.size(self.batch_size)
-        room = len(self.pool.idle) * parcel + self.prefetch - len(self.backlog)
-        if room > 0 and (not self.backlog or self.prefetch) and not self.stopping:
-            self._claim(room)
-        self._dispatch()
+        self._feed()
         if self.pool.busy:
             decisions = self.pool.collect(timeout=0.5)
             for decision in decisions:
                 self.pacer.record(decision)
             self.unsettled.extend(decisions)
-            self._dispatch()  # refill the children before writing anything
+            self._feed()  # refill the children before writing anything: they run while it is written
         idle = not self.pool.busy and not self.backlog
         if self.unsettled and (
             len(self.unsettled) >= self.batch_size or idle or time.monotonic() - self._last_settle > 1.0
@@ -203,6 +199,15 @@ class WorkerProcess:
             self._settle()
         if idle and self._drained and not self.once:
             self._sleep()
+
+    def _feed(self) -> None:
+        """Claim for the idle children (a parcel each, plus the prefetch) and hand them out."""
+        assert self.pool is not None
+        idle = len(self.pool.idle)
+        room = idle * self.pacer.size(self.batch_size) + self.prefetch - len(self.backlog)
+        if idle and room > 0 and (not self.backlog or self.prefetch) and not self.stopping:
+            self._claim(room)
+        self._dispatch()
 
     def _claim(self, room: int) -> None:
         """Claim up to ``room`` due jobs: no more than the idle children can start now, a
@@ -227,12 +232,15 @@ class WorkerProcess:
             self.backlog.append((job, now, start))
 
     def _dispatch(self) -> None:
-        """Hand each idle child a parcel: jobs of one claim, as many as the pacer says."""
+        """Hand each idle child a parcel: jobs of one claim, as many as the pacer says, the
+        backlog shared evenly between the idle children."""
         assert self.pool is not None
-        for child in self.pool.idle:
+        idle = self.pool.idle
+        for n, child in enumerate(idle):
             if not self.backlog or self.stopping:
                 return
-            size = self.pacer.size(self.batch_size)
+            share = -(-len(self.backlog) // (len(idle) - n))  # rounded up
+            size = min(self.pacer.size(self.batch_size), share)
             room = self.pool.room(child)
             if room is not None:
                 size = min(size, room)
