@@ -252,9 +252,9 @@ def base_name(key: str | None) -> str:
     """What a ratio is taken against, in a word: raw SQL, the floor, the tick, a peer."""
     if not key:
         return ""
-    if key.startswith("raw.") or key.startswith("memory."):
-        return "raw" if key.startswith("raw.") else "before"
-    return {"replay.floor": "floor", "sweep.tick": "tick"}.get(key, key.split(".")[0])
+    if key.startswith("raw."):
+        return "raw"
+    return {"replay.floor": "floor", "sweep.tick": "tick", "memory.before": "before"}.get(key, key.split(".")[0])
 
 
 def target_text(row: dict[str, Any]) -> str:
