@@ -61,10 +61,13 @@ faults: setup postgres
 
 # Benchmarks: a scratch database (prescient_bench, created and dropped; BENCH_DATABASE_URL
 # overrides it), a table on stdout, bench/results.json. See README, Performance.
+# The `bench` extra (django-tasks-db, for the comparison in bench/peers.py) is installed here.
 bench: setup postgres
+	$(VENV)/bin/pip install -q --disable-pip-version-check "django-tasks-db>=0.13"
 	$(VENV)/bin/python -m bench
 
 bench-quick: setup postgres
+	$(VENV)/bin/pip install -q --disable-pip-version-check "django-tasks-db>=0.13"
 	$(VENV)/bin/python -m bench --quick
 
 # ruff, mypy and import-linter (scripts/lint, also run by `make test`), then Django's checks.

@@ -35,16 +35,17 @@ SIZES: dict[str, dict[str, Any]] = {
     "full": {
         "runs": 5, "sweep": 20_000, "pending": 1_000_000, "due": [1_000, 10_000, 100_000], "idle_reps": 200,
         "one": 2_000, "many": 50_000, "latency": 100, "memory": 100_000, "memory_rounds": 2,
-        "sqlite_pending": 1_000_000,
+        "sqlite_pending": 1_000_000, "peer_drain": 10_000, "peer_future": 1_000_000,
     },
     "quick": {
         "runs": 3, "sweep": 2_000, "pending": 100_000, "due": [300, 1_000, 3_000], "idle_reps": 60,
         "one": 500, "many": 5_000, "latency": 20, "memory": 2_000, "memory_rounds": 1,
-        "sqlite_pending": 100_000,
+        "sqlite_pending": 100_000, "peer_drain": 1_000, "peer_future": 100_000,
     },
     "tiny": {
         "runs": 1, "sweep": 200, "pending": 2_000, "due": [50, 200], "idle_reps": 5,
         "one": 50, "many": 200, "latency": 3, "memory": 200, "memory_rounds": 1, "sqlite_pending": 2_000,
+        "peer_drain": 100, "peer_future": 2_000,
     },
 }
 
@@ -113,11 +114,39 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("memory.growth", "worker RSS growth", "MB", "memory.before", ("<=", 10.0, "value"), postgres_only=True),
         Spec("memory.children_growth", "its child process's RSS growth", "MB", "memory.before", postgres_only=True),
     ]
+    d, f = f"{sizes['peer_drain']:,}", f"{sizes['peer_future']:,}"
+    behind = min(300, sizes["peer_drain"])
+    out += [
+        Spec("peers.enqueue.dtdb", "django-tasks-db: enqueue() one by one", "/s", postgres_only=True),
+        Spec("peers.enqueue.prescient", "prescient: enqueue() one by one", "/s", "peers.enqueue.dtdb",
+             (">=", 2.0, "ratio"), postgres_only=True),
+    ]
+    for p in (1, 2):
+        out += [
+            Spec(f"peers.drain{p}.dtdb", f"django-tasks-db: drain {d} tasks, {p} process(es), CONN_MAX_AGE 0", "/s",
+                 postgres_only=True),
+            Spec(f"peers.drain{p}.dtdb_kept", "django-tasks-db: the same, CONN_MAX_AGE None", "/s",
+                 postgres_only=True),
+            Spec(f"peers.drain{p}.prescient", f"prescient: drain {d} tasks, {p} worker(s) of 1 child", "/s",
+                 f"peers.drain{p}.dtdb_best", (">=", 10.0, "ratio"), postgres_only=True),
+        ]
+    out += [
+        Spec("peers.poll.dtdb", f"django-tasks-db: idle poll, {f} future tasks", "s", postgres_only=True),
+        Spec("peers.poll.prescient", f"prescient: idle poll, {f} future tasks", "s", "peers.poll.dtdb",
+             ("<=", 0.01, "ratio"), postgres_only=True),
+        Spec("peers.behind.dtdb_kept", f"django-tasks-db: {behind} due behind {f} future", "/s", postgres_only=True),
+        Spec("peers.behind.prescient", f"prescient: {behind} due behind {f} future", "/s", "peers.behind.dtdb_kept",
+             (">=", 10.0, "ratio"), postgres_only=True),
+    ]
     return out
 
 
 def derive(values: dict[str, list[float]], sizes: dict[str, Any]) -> None:
     """Figures computed from others: raw per-job time, raw time for N jobs, the scaling spread."""
+    for p in (1, 2):  # django-tasks-db at its better CONN_MAX_AGE, run by run
+        both = values.get(f"peers.drain{p}.dtdb"), values.get(f"peers.drain{p}.dtdb_kept")
+        if both[0] and both[1]:
+            values[f"peers.drain{p}.dtdb_best"] = [max(a, b) for a, b in zip(*both, strict=False)]
     if "raw.sweep" not in values:
         return
     values["raw.per_job"] = [1e6 / v for v in values["raw.sweep"]]
@@ -254,6 +283,8 @@ def base_name(key: str | None) -> str:
         return ""
     if key.startswith("raw."):
         return "raw"
+    if key.startswith("peers."):
+        return "dtdb"
     return {"replay.floor": "floor", "sweep.tick": "tick", "memory.before": "before"}.get(key, key.split(".")[0])
 
 
@@ -301,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the scratch PostgreSQL database to create and drop (default: %(default)s)")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
-    parser.add_argument("--only", default="sweep,idle,scheduling", help="sections: sweep, idle, scheduling")
+    parser.add_argument("--only", default="sweep,idle,scheduling,peers",
+                        help="sections: sweep, idle, scheduling, peers")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     parser.add_argument("--json", default=str(ROOT / "bench" / "results.json"), help="where to write the results")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown too")

@@ -38,6 +38,26 @@ else:
 
 PRESCIENT = {"SLOT_MINUTES": 15, "TIMEOUT_SECONDS": 60, "BATCH_SIZE": 100}
 
+# BENCH_CONN_MAX_AGE ("0", "none", seconds) sets Django's CONN_MAX_AGE for a process the bench
+# starts (django-tasks-db's worker closes its connection after each task unless it is None).
+if os.environ.get("BENCH_CONN_MAX_AGE") and "default" in DATABASES and not os.environ.get("BENCH_SQLITE"):
+    age = os.environ["BENCH_CONN_MAX_AGE"]
+    DATABASES["default"]["CONN_MAX_AGE"] = None if age == "none" else int(age)
+
+# The comparison with Django's reference database backend (bench/peers.py), when the optional
+# `bench` extra (django-tasks-db) is installed and Django has django.tasks (6.0+).
+try:
+    import django.tasks  # noqa: F401
+    import django_tasks_db  # noqa: F401
+except ImportError:
+    TASKS = {"default": {"BACKEND": "prescient.tasks.PrescientBackend", "QUEUES": ["default"]}}
+else:
+    INSTALLED_APPS.append("django_tasks_db")
+    TASKS = {
+        "default": {"BACKEND": "prescient.tasks.PrescientBackend", "QUEUES": ["default"]},
+        "dtdb": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]},
+    }
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

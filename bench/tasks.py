@@ -1,0 +1,14 @@
+"""The benchmark's django.tasks task (Django 6+): it does nothing, so the figures measure the
+backends. Run by prescient's backend and, for the comparison, by django-tasks-db's."""
+
+from __future__ import annotations
+
+try:
+    from django.tasks import task
+except ImportError:  # Django 5.2: no django.tasks, no task benchmarks
+    pass
+else:
+
+    @task
+    def noop() -> None:
+        return None
