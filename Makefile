@@ -20,7 +20,7 @@ $(call STAMP,$(VENV)): pyproject.toml
 	@mkdir -p .tmp
 	@py=$$(scripts/find-python 3.12 3.14) || { echo "Django 6 needs Python 3.12+"; exit 1; }; \
 	  [ -x $(VENV)/bin/python ] || { echo "setting up $(VENV) with $$py"; $$py -m venv $(VENV); }
-	$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[dev,browser]" "Django>=6,<7"
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[dev,browser,bench]" "Django>=6,<7"
 	@touch $@
 
 $(call STAMP,$(VENV52)): pyproject.toml
@@ -61,13 +61,11 @@ faults: setup postgres
 
 # Benchmarks: a scratch database (prescient_bench, created and dropped; BENCH_DATABASE_URL
 # overrides it), a table on stdout, bench/results.json. See README, Performance.
-# The `bench` extra (django-tasks-db, for the comparison in bench/peers.py) is installed here.
+# .venv has the `bench` extra (django-tasks-db, for the comparison in bench/peers.py).
 bench: setup postgres
-	$(VENV)/bin/pip install -q --disable-pip-version-check "django-tasks-db>=0.13"
 	$(VENV)/bin/python -m bench
 
 bench-quick: setup postgres
-	$(VENV)/bin/pip install -q --disable-pip-version-check "django-tasks-db>=0.13"
 	$(VENV)/bin/python -m bench --quick
 
 # ruff, mypy and import-linter (scripts/lint, also run by `make test`), then Django's checks.

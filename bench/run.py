@@ -36,16 +36,18 @@ SIZES: dict[str, dict[str, Any]] = {
         "runs": 5, "sweep": 20_000, "pending": 1_000_000, "due": [1_000, 10_000, 100_000], "idle_reps": 200,
         "one": 2_000, "many": 50_000, "latency": 100, "memory": 100_000, "memory_rounds": 2,
         "sqlite_pending": 1_000_000, "peer_drain": 10_000, "peer_future": 1_000_000,
+        "herd_due": 100_000, "herd_pending": 1_000_000,
     },
     "quick": {
         "runs": 3, "sweep": 2_000, "pending": 100_000, "due": [300, 1_000, 3_000], "idle_reps": 60,
         "one": 500, "many": 5_000, "latency": 20, "memory": 2_000, "memory_rounds": 1,
         "sqlite_pending": 100_000, "peer_drain": 1_000, "peer_future": 100_000,
+        "herd_due": 10_000, "herd_pending": 100_000,
     },
     "tiny": {
         "runs": 1, "sweep": 200, "pending": 2_000, "due": [50, 200], "idle_reps": 5,
         "one": 50, "many": 200, "latency": 3, "memory": 200, "memory_rounds": 1, "sqlite_pending": 2_000,
-        "peer_drain": 100, "peer_future": 2_000,
+        "peer_drain": 50, "peer_future": 2_000, "herd_due": 200, "herd_pending": 2_000,
     },
 }
 
@@ -113,6 +115,15 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("memory.after", f"worker RSS after {sizes['memory']:,} jobs", "MB", "memory.before", postgres_only=True),
         Spec("memory.growth", "worker RSS growth", "MB", "memory.before", ("<=", 10.0, "value"), postgres_only=True),
         Spec("memory.children_growth", "its child process's RSS growth", "MB", "memory.before", postgres_only=True),
+    ]
+    hd, hp = f"{sizes['herd_due']:,}", f"{sizes['herd_pending']:,}"
+    out += [
+        Spec("herd.alone", f"herd: {hd} due at once, nothing else pending, 2 workers", "/s", postgres_only=True),
+        Spec("herd.among", f"herd: {hd} due at once among {hp} pending, 2 workers", "/s", "herd.alone",
+             (">=", 0.8, "ratio"), postgres_only=True),
+        Spec("herd.drain_seconds", "herd: time to drain it", "s", postgres_only=True),
+        Spec("herd.longest_transaction", "herd: longest transaction held meanwhile", "s", postgres_only=True),
+        Spec("herd.survey", "herd: the idle tick's query meanwhile", "s", "idle.due_query", postgres_only=True),
     ]
     d, f = f"{sizes['peer_drain']:,}", f"{sizes['peer_future']:,}"
     behind = min(300, sizes["peer_drain"])
@@ -285,7 +296,9 @@ def base_name(key: str | None) -> str:
         return "raw"
     if key.startswith("peers."):
         return "dtdb"
-    return {"replay.floor": "floor", "sweep.tick": "tick", "memory.before": "before"}.get(key, key.split(".")[0])
+    names = {"replay.floor": "floor", "sweep.tick": "tick", "memory.before": "before", "herd.alone": "alone",
+             "idle.due_query": "idle"}
+    return names.get(key, key.split(".")[0])
 
 
 def target_text(row: dict[str, Any]) -> str:
@@ -332,8 +345,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the scratch PostgreSQL database to create and drop (default: %(default)s)")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
-    parser.add_argument("--only", default="sweep,idle,scheduling,peers",
-                        help="sections: sweep, idle, scheduling, peers")
+    parser.add_argument("--only", default="sweep,idle,scheduling,herd,peers",
+                        help="sections: sweep, idle, scheduling, herd, peers")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     parser.add_argument("--json", default=str(ROOT / "bench" / "results.json"), help="where to write the results")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
