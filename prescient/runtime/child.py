@@ -1,5 +1,6 @@
-"""The entry point of a worker's child process (started with ``spawn``: no inherited sockets,
-locks or threads). Kept free of model imports until Django is set up."""
+"""The entry point of a worker's child process: forked from a fresh worker (one thread, its
+database connections closed first) or started with ``spawn`` (a fresh interpreter); either way
+no inherited sockets, locks or threads. Kept free of model imports until Django is set up."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Child processes that run checks for a worker, with hard timeouts.
 
-Each child is a fresh interpreter (``spawn``: nothing inherited from the worker but its
-settings). It is handed a *parcel*: a few jobs of one claim (as many as run in about
+The first children are forked from the fresh worker (one thread, no database connection:
+they start in milliseconds); a replacement is a fresh interpreter (``spawn``: nothing inherited
+from the worker but its settings). It is handed a *parcel*: a few jobs of one claim (as many as run in about
 :data:`~prescient.engine.sweep.GROUP_SECONDS`), starts them together, runs them one at a time
 and sends back each :class:`~prescient.engine.sweep.Decision` as it is made. The check's own
 timeout is enforced inside the child (``SIGALRM``, as in the tick); if the child does not
@@ -17,11 +18,14 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing.connection import Connection, wait
 from typing import Any
+
+from django.db import connections
 
 from prescient.engine import sweep
 from prescient.engine.decisions import Decision
@@ -70,14 +74,27 @@ class Pool:
         self.memory_mb, self.max_runs = memory_mb, max_runs
         self._context = multiprocessing.get_context("spawn")
         self.children: list[Child] = []
+        # The first children are forked when that is safe (a fresh worker: one thread, no
+        # database connection), so they start in milliseconds with Django already set up; a
+        # replacement, later, is spawned (a fresh interpreter: nothing inherited).
+        first = self._fork_context()
         for _ in range(size):
-            self.children.append(self._spawn())
+            self.children.append(self._spawn(first))
         for child in self.children:
             self._await_ready(child)
 
-    def _spawn(self) -> Child:
-        ours, theirs = self._context.Pipe()
-        process = self._context.Process(
+    @staticmethod
+    def _fork_context() -> Any:
+        """The ``fork`` context if forking now is safe, else None."""
+        if "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
+            return None
+        connections.close_all()  # a child must never share a database socket with the worker
+        return multiprocessing.get_context("fork")
+
+    def _spawn(self, context: Any = None) -> Child:
+        context = context or self._context
+        ours, theirs = context.Pipe()
+        process = context.Process(
             target=child_main, args=(theirs, os.getpid(), self.memory_mb), name="prescient-child", daemon=True
         )
         process.start()
