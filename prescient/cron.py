@@ -206,3 +206,10 @@ def next_occurrence(expression: str, every_seconds: int | None, timezone_name: s
     if every_seconds:
         return next_every(timedelta(seconds=every_seconds), after)
     return next_cron(expression, timezone_name, after)
+
+
+def in_words(expression: str, every_seconds: int | None, timezone_name: str) -> str:
+    """A schedule's timing in words: ``every Monday at 09:00, America/New_York``."""
+    if every_seconds:
+        return describe_every(timedelta(seconds=every_seconds))
+    return f"{describe(expression)}, {timezone_name}"

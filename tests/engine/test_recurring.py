@@ -258,3 +258,31 @@ def test_periodic__a_bad_declaration_fails_at_import():
     with pytest.raises(InvalidSchedule, match="invalid hour field"):
         prescient.periodic(cron="0 24 * * *")(add)
     assert recurrence.declared() == {}
+
+
+def test_prescient_schedules_command__lists_the_next_occurrence():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    thing = Thing.objects.create()
+    prescient.recurring("weekly", check="test.record", entity=thing, cron="0 9 * * MON",
+                        timezone="America/New_York", now=T)
+    out = StringIO()
+    call_command("prescient_schedules", stdout=out)
+    assert "weekly: test.record testapp.thing#" in out.getvalue()
+    assert "every Monday at 09:00, America/New_York · next 2026-01-05T14:00:00+00:00" in out.getvalue()
+
+
+def test_admin_schedules_page__shows_the_next_occurrences_and_pauses(admin_client):
+    thing = Thing.objects.create()
+    schedule = prescient.recurring("weekly", check="test.record", entity=thing, cron="0 9 * * MON",
+                                   timezone="America/New_York", now=T)
+    page = admin_client.get(f"/admin/prescient/schedule/{schedule.pk}/change/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "every Monday at 09:00, America/New_York" in text
+    assert "2026-01-05 14:00 UTC · 2026-01-05 09:00 America/New_York" in text
+    assert admin_client.get("/admin/prescient/schedule/").status_code == 200
+    admin_client.post("/admin/prescient/schedule/", {"action": "pause_schedules", "_selected_action": [schedule.pk]})
+    assert Schedule.objects.get().is_paused
