@@ -16,6 +16,7 @@ from .exceptions import (
     AlreadyRegistered,
     CheckTimeout,
     InvalidEntity,
+    InvalidSchedule,
     InvalidTime,
     InvalidTransition,
     PrescientError,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
         sleep,
     )
     from .runtime.tick import tick
+    from .schedules import periodic, recurring, stop_recurring
 
 __version__ = "0.1.0"
 
@@ -51,6 +53,9 @@ _LAZY = {
     "sleep": "engine.verbs",
     "JobNotFound": "engine.verbs",
     "tick": "runtime.tick",
+    "recurring": "schedules",
+    "stop_recurring": "schedules",
+    "periodic": "schedules",
 }
 
 __all__ = [
@@ -58,6 +63,7 @@ __all__ = [
     "Check",
     "CheckTimeout",
     "InvalidEntity",
+    "InvalidSchedule",
     "InvalidTime",
     "InvalidTransition",
     "JobNotFound",
@@ -68,11 +74,14 @@ __all__ = [
     "get_check",
     "kill",
     "pause",
+    "periodic",
+    "recurring",
     "release",
     "run_now",
     "schedule",
     "schedule_many",
     "sleep",
+    "stop_recurring",
     "tick",
 ]
 

@@ -29,3 +29,8 @@ class PrescientConfig(AppConfig):
             from .kinds.tasks import discover
 
             discover()
+        # Every @prescient.periodic declaration is imported now: the upkeep service may remove
+        # a declared schedule whose declaration is gone.
+        from .recurrence import mark_loaded
+
+        mark_loaded()

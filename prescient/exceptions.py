@@ -59,3 +59,8 @@ class CheckTimeout(BaseException):
 
     A BaseException so that a check's own ``except Exception`` cannot swallow it.
     """
+
+
+class InvalidSchedule(PrescientError, ValueError):
+    """A recurring schedule that cannot be used: a bad cron expression, time zone, interval or
+    target. Nothing is written."""

@@ -24,7 +24,7 @@ from django.db.models.functions import Now
 from prescient.checks import Check
 from prescient.conf import stale_after_seconds
 from prescient.exceptions import PrescientError
-from prescient.models import FutureJob
+from prescient.models import FutureJob, Schedule
 from prescient.states import Event
 
 from . import store
@@ -54,6 +54,8 @@ class Survey(NamedTuple):
     stale: bool
     #: The database's time when it looked (None when not asked for).
     clock: datetime | None = None
+    #: Some recurring schedule has an occurrence due.
+    recurring: bool = False
 
 
 def survey(now: datetime | None = None) -> Survey:
@@ -72,14 +74,14 @@ def survey(now: datetime | None = None) -> Survey:
             row = cursor.fetchone()
         assert row is not None
         clock = row[2] if row[2].tzinfo is not None else row[2].replace(tzinfo=UTC)
-        return Survey(bool(row[0]), bool(row[1]), clock)
+        return Survey(bool(row[0]), bool(row[1]), clock, bool(row[3]))
     clock = store.db_now()  # the host's, where the database runs on this host (no query)
     sql, params = _survey_sql(clock if now is None else now, clock - stale_after)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     assert row is not None
-    return Survey(bool(row[0]), bool(row[1]), clock)
+    return Survey(bool(row[0]), bool(row[1]), clock, bool(row[2]))
 
 
 def _survey_sql(due_at: Any, cutoff: Any, clock_sql: str = "") -> tuple[str, list[Any]]:
@@ -88,13 +90,18 @@ def _survey_sql(due_at: Any, cutoff: Any, clock_sql: str = "") -> tuple[str, lis
     # PostgreSQL plans in half the time (planning is most of what this query costs).
     stale = FutureJob.objects.in_flight().filter(reserved_at__lt=cutoff).order_by()
     stale_sql, stale_params = stale.values("pk")[:1].query.sql_with_params()
-    return f"SELECT EXISTS({due_sql}), EXISTS({stale_sql}){clock_sql}", [*due_params, *stale_params]
+    recurring = Schedule.objects.due(due_at).order_by().values("pk")[:1]  # the prescient_schedule_due index
+    rec_sql, rec_params = recurring.query.sql_with_params()
+    return (
+        f"SELECT EXISTS({due_sql}), EXISTS({stale_sql}){clock_sql}, EXISTS({rec_sql})",
+        [*due_params, *stale_params, *rec_params],
+    )
 
 
 #: Values no caller passes, to find where ``now`` and the stale period go among the parameters.
 _NOW_MARK = datetime(1999, 12, 31, 23, 59, 58, 123457, tzinfo=UTC)
 _STALE_MARK = timedelta(days=9999, microseconds=424242)
-_survey_cache: dict[tuple[str, bool], tuple[str, list[Any], int | None, int]] = {}
+_survey_cache: dict[tuple[str, bool], tuple[str, list[Any], list[int], int]] = {}
 
 
 def _survey_statement(now: datetime | None, stale_after: timedelta) -> tuple[str, list[Any]]:
@@ -112,12 +119,12 @@ def _survey_statement(now: datetime | None, stale_after: timedelta) -> tuple[str
         marked_now = due_field.get_db_prep_value(_NOW_MARK, connection)
         now_at = [i for i, p in enumerate(params) if p == marked_now]
         stale_at = [i for i, p in enumerate(params) if p == _STALE_MARK]
-        if len(stale_at) != 1 or len(now_at) != (0 if now is None else 1):  # not the shape expected
+        if len(stale_at) != 1 or len(now_at) != (0 if now is None else 2):  # not the shape expected
             raise RuntimeError(f"prescient: unexpected survey statement {sql!r} {params!r}")
-        cached = _survey_cache[key] = (sql, params, now_at[0] if now_at else None, stale_at[0])
-    sql, params, now_index, stale_index = cached
+        cached = _survey_cache[key] = (sql, params, now_at, stale_at[0])
+    sql, params, now_indexes, stale_index = cached
     params = list(params)
-    if now_index is not None:
+    for now_index in now_indexes:  # due jobs, due schedules
         params[now_index] = FutureJob._meta.get_field("next_check_at").get_db_prep_value(now, connection)
     params[stale_index] = stale_after
     return sql, params

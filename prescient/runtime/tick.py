@@ -26,6 +26,7 @@ from prescient.conf import setting, stale_after_seconds
 from prescient.engine import store, sweep
 from prescient.engine.decisions import BURIED, Decision, TickSummary
 from prescient.maintenance import run_due
+from prescient.maintenance.recurring import Producer
 from prescient.maintenance.rescuer import Rescuer
 from prescient.models import FutureJob
 
@@ -119,7 +120,7 @@ def tick(now: datetime | None = None, *, batch_size: int | None = None, watchdog
     summary = TickSummary()
     done = run_due(now, survey=survey)
     summary.counts[BURIED] += done.get(Rescuer.name, 0)
-    if not survey.due:
+    if not survey.due and not done.get(Producer.name):  # occurrences just produced are due
         return summary
     guard = Guard(now, watchdog=watchdog)
     guard.start()
