@@ -15,16 +15,18 @@ from .checks import Check, check, get_check
 from .exceptions import (
     AlreadyRegistered,
     CheckTimeout,
+    InvalidDependency,
     InvalidEntity,
     InvalidTime,
     InvalidTransition,
+    JobNotFound,
     PrescientError,
     UnknownCheck,
+    UnknownParent,
 )
 
 if TYPE_CHECKING:
     from .engine.verbs import (
-        JobNotFound,
         cancel,
         kill,
         pause,
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
         sleep,
     )
     from .runtime.tick import tick
+    from .tasks import enqueue_after
 
 __version__ = "0.1.0"
 
@@ -49,7 +52,7 @@ _LAZY = {
     "kill": "engine.verbs",
     "run_now": "engine.verbs",
     "sleep": "engine.verbs",
-    "JobNotFound": "engine.verbs",
+    "enqueue_after": "tasks",
     "tick": "runtime.tick",
 }
 
@@ -57,14 +60,17 @@ __all__ = [
     "AlreadyRegistered",
     "Check",
     "CheckTimeout",
+    "InvalidDependency",
     "InvalidEntity",
     "InvalidTime",
     "InvalidTransition",
     "JobNotFound",
     "PrescientError",
     "UnknownCheck",
+    "UnknownParent",
     "cancel",
     "check",
+    "enqueue_after",
     "get_check",
     "kill",
     "pause",

@@ -6,8 +6,9 @@ each duty that is due, and on PostgreSQL only one process at a time runs a given
 transaction-level advisory lock, never waited for), so ten workers do not all bury the same
 rows. River's ``internal/maintenance`` and Oban's plugins are the models.
 
-Built in: :mod:`.rescuer` (stale claims: reclaimed or buried) and :mod:`.worker_pruner` (rows
-of workers stopped long ago). A new duty is a new module registered with :func:`register`.
+Built in: :mod:`.rescuer` (stale claims: reclaimed or buried), :mod:`.waiters` (waiting jobs
+whose parents ended but were missed) and :mod:`.worker_pruner` (rows of workers stopped long
+ago). A new duty is a new module registered with :func:`register`.
 """
 
 from __future__ import annotations
@@ -65,9 +66,10 @@ def registered_services() -> Iterator[Service]:
 
 def register_builtin() -> None:
     from .rescuer import Rescuer
+    from .waiters import WaiterRepair
     from .worker_pruner import WorkerPruner
 
-    for service in (Rescuer(), WorkerPruner()):
+    for service in (Rescuer(), WaiterRepair(), WorkerPruner()):
         if service.name not in _services:
             register(service)
 
