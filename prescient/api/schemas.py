@@ -147,7 +147,7 @@ class TaskIn(Strict):
         description="Ids of jobs (live or finished) this one runs after: it is `waiting` until they have all ended.",
     )
     on_parent_failure: Literal["cancel", "run"] = Field(
-        "cancel", description="When a job it runs after ends other than `completed`: cancel this one, or run it anyway.",
+        "cancel", description="When a job it runs after ends other than `completed`: cancel this one, or run it.",
     )
 
 
