@@ -278,9 +278,9 @@ def test_two_ticks_at_once__release_the_shared_child_once_and_it_runs_once(trans
         right = prescient.schedule(make_thing(), "test.record", now=t0)
         join = prescient.schedule(make_thing(), "test.record", after=[left, right], now=t0)
         barrier = threading.Barrier(2)
-        errors = []
+        errors: list[Exception] = []
 
-        def run_tick():
+        def run_tick(barrier=barrier, errors=errors):
             try:
                 barrier.wait(5)
                 prescient.tick(t0, batch_size=1)
