@@ -703,7 +703,7 @@ def scheduling(res: Results, raw: Raw, sizes: dict[str, Any]) -> None:
     clear_jobs()
 
 
-SECTIONS = ("sweep", "idle", "scheduling")
+SECTIONS = ("sweep", "idle", "scheduling", "workflows")
 
 
 def main() -> None:
@@ -727,6 +727,10 @@ def main() -> None:
             idle_and_scaling(res, raw, sizes)
         if "scheduling" in only:
             scheduling(res, raw, sizes)
+        if "workflows" in only:
+            from bench.workflows import fanout  # it builds on this module's helpers
+
+            fanout(res, sizes)
     finally:
         raw.close()
     Path(args.out).write_text(json.dumps(res.values))
