@@ -8,14 +8,14 @@ database, in the same run.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
 
 import prescient
 from bench.models import Item
-from bench.suite import Results, add_jobs, clear_jobs, ensure_items, log, timed, vacuum
+from bench.suite import Results, add_jobs, clear_jobs, log, timed, vacuum
 from prescient.engine import store
 from prescient.engine.decisions import Decision, TickSummary
 from prescient.models import FutureJob
@@ -33,7 +33,9 @@ def end(item: Item, job: object) -> None:
 
 def fanout(res: Results, sizes: dict[str, Any]) -> None:
     count, runs = sizes.get("fanout", 10_000), sizes["runs"]
-    ensure_items(count + 1)
+    # Not bench.suite.ensure_items: run as ``python -m bench.suite``, that module is __main__ and
+    # this import of it is a second copy, with a counter of its own.
+    Item.objects.bulk_create([Item(pk=pk) for pk in range(1, count + 2)], ignore_conflicts=True, batch_size=5000)
     for run in range(runs):
         now = timezone.now()
         due = now - timedelta(hours=1)
@@ -52,8 +54,8 @@ def fanout(res: Results, sizes: dict[str, Any]) -> None:
         [claimed] = store.claim(now, 10, "tick:0:bench-parent")
         decision = Decision(job=claimed, event=Event.FINISH, outcome=Outcome.COMPLETED, ran=True)
 
-        def parent_ends_then_children_run() -> TickSummary:
-            store.settle([decision], "tick:0:bench-parent", now, TickSummary())  # noqa: B023 (called at once)
+        def parent_ends_then_children_run(decision: Decision = decision, now: datetime = now) -> TickSummary:
+            store.settle([decision], "tick:0:bench-parent", now, TickSummary())
             return tick(now)
 
         seconds, summary = timed(parent_ends_then_children_run)
