@@ -36,18 +36,18 @@ SIZES: dict[str, dict[str, Any]] = {
         "runs": 5, "sweep": 20_000, "pending": 1_000_000, "due": [1_000, 10_000, 100_000], "idle_reps": 200,
         "one": 2_000, "many": 50_000, "latency": 100, "memory": 100_000, "memory_rounds": 2,
         "sqlite_pending": 1_000_000, "peer_drain": 10_000, "peer_future": 1_000_000,
-        "herd_due": 100_000, "herd_pending": 1_000_000,
+        "herd_due": 100_000, "herd_pending": 1_000_000, "fanout": 10_000,
     },
     "quick": {
         "runs": 3, "sweep": 2_000, "pending": 100_000, "due": [300, 1_000, 3_000], "idle_reps": 60,
         "one": 500, "many": 5_000, "latency": 20, "memory": 2_000, "memory_rounds": 1,
         "sqlite_pending": 100_000, "peer_drain": 1_000, "peer_future": 100_000,
-        "herd_due": 10_000, "herd_pending": 100_000,
+        "herd_due": 10_000, "herd_pending": 100_000, "fanout": 2_000,
     },
     "tiny": {
         "runs": 1, "sweep": 200, "pending": 2_000, "due": [50, 200], "idle_reps": 5,
         "one": 50, "many": 200, "latency": 3, "memory": 200, "memory_rounds": 1, "sqlite_pending": 2_000,
-        "peer_drain": 50, "peer_future": 2_000, "herd_due": 200, "herd_pending": 2_000,
+        "peer_drain": 50, "peer_future": 2_000, "herd_due": 200, "herd_pending": 2_000, "fanout": 200,
     },
 }
 
@@ -115,6 +115,9 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("memory.after", f"worker RSS after {sizes['memory']:,} jobs", "MB", "memory.before", postgres_only=True),
         Spec("memory.growth", "worker RSS growth", "MB", "memory.before", ("<=", 10.0, "value"), postgres_only=True),
         Spec("memory.children_growth", "its child process's RSS growth", "MB", "memory.before", postgres_only=True),
+        Spec("workflow.flat", f"{sizes.get('fanout', 0):,} jobs without a parent: one tick sweeps them", "s"),
+        Spec("workflow.fanout", "the same jobs after one parent: its end to the last child's end", "s",
+             "workflow.flat"),
     ]
     hd, hp = f"{sizes['herd_due']:,}", f"{sizes['herd_pending']:,}"
     out += [
@@ -345,8 +348,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the scratch PostgreSQL database to create and drop (default: %(default)s)")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
-    parser.add_argument("--only", default="sweep,idle,scheduling,herd,peers",
-                        help="sections: sweep, idle, scheduling, herd, peers")
+    parser.add_argument("--only", default="sweep,idle,scheduling,herd,workflows,peers",
+                        help="sections: sweep, idle, scheduling, herd, workflows, peers")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     parser.add_argument("--json", default=str(ROOT / "bench" / "results.json"), help="where to write the results")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown too")

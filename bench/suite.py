@@ -714,7 +714,7 @@ def scheduling(res: Results, raw: Raw, sizes: dict[str, Any]) -> None:
     clear_jobs()
 
 
-SECTIONS = ("sweep", "idle", "scheduling", "herd", "peers")
+SECTIONS = ("sweep", "idle", "scheduling", "herd", "workflows", "peers")
 
 
 def main() -> None:
@@ -740,6 +740,10 @@ def main() -> None:
             scheduling(res, raw, sizes)
         if "herd" in only:
             herd.measure(res, sizes, sys.modules[__name__])
+        if "workflows" in only:
+            from bench.workflows import fanout  # it builds on this module's helpers
+
+            fanout(res, sizes)
         if "peers" in only:
             peers.measure(res, sizes, sys.modules[__name__])
     finally:

@@ -15,17 +15,19 @@ from .checks import Check, check, get_check
 from .exceptions import (
     AlreadyRegistered,
     CheckTimeout,
+    InvalidDependency,
     InvalidEntity,
     InvalidSchedule,
     InvalidTime,
     InvalidTransition,
+    JobNotFound,
     PrescientError,
     UnknownCheck,
+    UnknownParent,
 )
 
 if TYPE_CHECKING:
     from .engine.verbs import (
-        JobNotFound,
         cancel,
         kill,
         pause,
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     )
     from .runtime.tick import tick
     from .schedules import periodic, recurring, stop_recurring
+    from .tasks import enqueue_after
 
 __version__ = "0.1.0"
 
@@ -51,7 +54,7 @@ _LAZY = {
     "kill": "engine.verbs",
     "run_now": "engine.verbs",
     "sleep": "engine.verbs",
-    "JobNotFound": "engine.verbs",
+    "enqueue_after": "tasks",
     "tick": "runtime.tick",
     "recurring": "schedules",
     "stop_recurring": "schedules",
@@ -62,6 +65,7 @@ __all__ = [
     "AlreadyRegistered",
     "Check",
     "CheckTimeout",
+    "InvalidDependency",
     "InvalidEntity",
     "InvalidSchedule",
     "InvalidTime",
@@ -69,8 +73,10 @@ __all__ = [
     "JobNotFound",
     "PrescientError",
     "UnknownCheck",
+    "UnknownParent",
     "cancel",
     "check",
+    "enqueue_after",
     "get_check",
     "kill",
     "pause",

@@ -47,6 +47,26 @@ class InvalidTransition(PrescientError):
         super().__init__(message)
 
 
+class JobNotFound(PrescientError, LookupError):
+    """No live job with that id (it may have finished: see the history)."""
+
+    def __init__(self, job_id: object) -> None:
+        self.job_id = job_id
+        super().__init__(f"No live job with id {job_id!r}; it may have finished (see JobHistory)")
+
+
+class UnknownParent(PrescientError, LookupError):
+    """A job given in ``after=`` that is neither live nor in the history."""
+
+    def __init__(self, job_ids: list[int]) -> None:
+        self.job_ids = job_ids
+        super().__init__(f"No job with id {', '.join(map(str, job_ids))}, live or in the history, to wait on")
+
+
+class InvalidDependency(PrescientError, ValueError):
+    """An ``after=`` or ``on_parent_failure=`` that cannot be used."""
+
+
 class RunFailed(PrescientError):
     """A run that failed outside its own code: its process died or its worker was lost.
 

@@ -20,6 +20,7 @@ class State(models.TextChoices):
     RUNNING = "running", _("Running")  # claimed by a tick or worker
     PAUSED = "paused", _("Paused")  # remembers its last state
     BURIED = "buried", _("Buried")  # its worker vanished; a person decides
+    WAITING = "waiting", _("Waiting")  # some job it runs after has not ended yet
 
 
 class Outcome(models.TextChoices):
@@ -45,7 +46,8 @@ class Event(models.TextChoices):
     RUN_NOW = "run_now", _("run now")  # due at once, without waiting for a slot
     SLEEP = "sleep", _("sleep")  # due at a given time
     KILL = "kill", _("kill")  # a person ends the job, with a reason
-    CANCEL = "cancel", _("cancel")  # host code ends the job
+    CANCEL = "cancel", _("cancel")  # host code ends the job (or a parent that did not complete)
+    UNBLOCK = "unblock", _("unblock")  # every job it waits on has ended: free to run
 
 
 #: Pseudo-target: the job leaves the live table and gets its history row.
@@ -89,6 +91,14 @@ MOVES: dict[tuple[str, str], str] = {
     (S.BURIED, E.SLEEP): S.SCHEDULED,
     (S.BURIED, E.KILL): END,
     (S.BURIED, E.CANCEL): END,
+    # A waiting job is never claimed; into a paused workflow it is unblocked paused, remembering
+    # ``scheduled``, as a job scheduled into a paused workflow starts paused.
+    (S.WAITING, E.UNBLOCK): S.SCHEDULED,
+    (S.WAITING, E.PAUSE): S.WAITING,  # a paused workflow leaves its waiting jobs waiting
+    (S.WAITING, E.RELEASE): S.WAITING,  # idempotent
+    (S.WAITING, E.SLEEP): S.WAITING,  # its own due time, for when it is unblocked
+    (S.WAITING, E.KILL): END,
+    (S.WAITING, E.CANCEL): END,
 }
 
 #: Events that only the claimant of a run in flight may send.

@@ -28,27 +28,27 @@ except ImportError as exc:  # Django 5.2: no django.tasks
 
 import dataclasses
 import uuid
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from django.conf import settings
 from django.db import transaction
-from django.tasks import Task, TaskResultStatus
+from django.tasks import Task, TaskResult, TaskResultStatus
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
 from prescient import slots
 from prescient.conf import setting
-from prescient.engine import store
+from prescient.engine import dependencies, store
+from prescient.engine.dependencies import ParentRef
 from prescient.kinds import tasks as kind
 from prescient.kinds.tasks import BACKEND_PATH, discover
 from prescient.models import FutureJob, JobHistory
-from prescient.states import Outcome
+from prescient.states import Outcome, State
 
 if TYPE_CHECKING:
-    from django.tasks import TaskResult
-
     from prescient.kinds.tasks import AnyResult, AnyTask
 
     _TaskBase = AnyTask
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 else:
     _TaskBase = Task
 
-__all__ = ["BACKEND_PATH", "PrescientBackend", "PrescientTask", "configured", "discover", "retry"]
+__all__ = ["BACKEND_PATH", "PrescientBackend", "PrescientTask", "configured", "discover", "enqueue_after", "retry"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,12 +114,17 @@ class PrescientBackend(BaseTaskBackend):
             raise InvalidTask("timeout_seconds must be a positive number.")
         kind.register_task(task, self.alias, self.options)
 
-    def enqueue(self, task: Task[_P, _R], args: Any, kwargs: Any) -> TaskResult[_P, _R]:
+    def enqueue(
+        self, task: Task[_P, _R], args: Any, kwargs: Any, *,
+        after: Iterable[ParentRef] | None = None, on_parent_failure: str = "cancel",
+    ) -> TaskResult[_P, _R]:
         """Store ``task`` as a job, in the caller's transaction if there is one.
 
         Called inside ``transaction.atomic()``, the job exists only if that transaction
-        commits (and the worker is woken only then, on PostgreSQL).
+        commits (and the worker is woken only then, on PostgreSQL). ``after`` and
+        ``on_parent_failure``: see :func:`enqueue_after`.
         """
+        parents, policy = dependencies.parent_ids(after), dependencies.policy(on_parent_failure)
         self.validate_task(task)
         now = timezone.now()
         run_after = cast("datetime | timedelta | None", task.run_after)  # a timedelta too, here
@@ -137,7 +142,12 @@ class PrescientBackend(BaseTaskBackend):
             raise TypeError(f"The arguments of task {task.module_path} must be JSON: {exc}") from exc
         job = kind.new_job(task, self.alias, args, kwargs, due, run_after, now, uuid.uuid4().hex)
         with transaction.atomic():
+            if parents:
+                dependencies.lock_parents(parents)
+                job.state = State.WAITING
             store.insert(job)
+            if parents:
+                dependencies.attach([job.pk], parents, policy, now)
             # Delivered when the caller's transaction commits. Sent for a deferred task too, so
             # that an idle worker sets its next wake-up to the task's exact run_after.
             store.notify()
@@ -159,6 +169,21 @@ class PrescientBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(result_id)
         status = TaskResultStatus.SUCCESSFUL if row.outcome == Outcome.COMPLETED else TaskResultStatus.FAILED
         return kind.result_of(row, _task_of(row), status)
+
+
+def enqueue_after(
+    task: Task[_P, _R], *, after: Iterable[ParentRef], args: Sequence[Any] = (),
+    kwargs: dict[str, Any] | None = None, on_parent_failure: str = "cancel",
+) -> TaskResult[_P, _R]:
+    """Enqueue ``task`` to run once the jobs ``after`` (jobs, task results, or their ids) have
+    ended, as :func:`prescient.schedule` does with ``after=``: it waits until then, and a
+    parent that ends other than ``completed`` cancels it (``on_parent_failure="cancel"``) or
+    not (``"run"``). The task must use a prescient backend."""
+    backend = task.get_backend()
+    if not isinstance(backend, PrescientBackend):
+        raise InvalidTask(f"enqueue_after needs a prescient backend; {task.module_path} uses {backend.alias!r}")
+    refs = [int(ref.id) if isinstance(ref, TaskResult) else ref for ref in after]
+    return backend.enqueue(task, args, kwargs or {}, after=refs, on_parent_failure=on_parent_failure)
 
 
 def _task_of(row: FutureJob | JobHistory) -> AnyTask:

@@ -14,7 +14,7 @@ from prescient.engine import store, sweep
 from prescient.engine import verbs as services
 from prescient.engine.decisions import Decision, TickSummary
 from prescient.exceptions import InvalidTransition
-from prescient.maintenance import rescuer
+from prescient.maintenance import rescuer, waiters
 from prescient.models import FutureJob, JobHistory
 from prescient.states import END, LAST, MOVES, RUN_EVENTS, Event, Outcome, State
 
@@ -61,6 +61,8 @@ def apply(event, job, thing, now):
         return store.claim(now, 10, "tick:0:claimer")
     if event in (Event.BURY, Event.RECLAIM):
         return rescuer.rescue(now)
+    if event == Event.UNBLOCK:
+        return waiters.repair(now)  # the job has no parent left: the repair service unblocks it
     if event in (Event.RESCHEDULE, Event.RETRY, Event.FINISH, Event.HAND_BACK):
         decision = Decision(
             job=FutureJob.objects.get(pk=job.pk),
@@ -88,7 +90,7 @@ def apply(event, job, thing, now):
 
 
 #: Events whose production code skips ineligible rows instead of raising (they work on many rows).
-SILENT_WHEN_REFUSED = {Event.CLAIM, Event.BURY, Event.RECLAIM}
+SILENT_WHEN_REFUSED = {Event.CLAIM, Event.BURY, Event.RECLAIM, Event.UNBLOCK}
 
 #: The outcome each ending event gives.
 ENDING_OUTCOME = {Event.KILL: Outcome.KILLED, Event.CANCEL: Outcome.CANCELLED, Event.FINISH: Outcome.COMPLETED}

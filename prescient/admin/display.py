@@ -50,6 +50,7 @@ STATE_COLOURS: dict[str, str] = {
     State.RUNNING: WARNING,
     State.PAUSED: QUIET,
     State.BURIED: ERROR,
+    State.WAITING: "var(--darkened-bg, #f8f8f8)",
 }
 OUTCOME_COLOURS: dict[str, str] = {
     Outcome.COMPLETED: SUCCESS,

@@ -24,6 +24,7 @@ from prescient.admin.display import (
     entity_cell,
     fieldset_names,
 )
+from prescient.admin.graph import LinksMixin
 from prescient.engine.kind import UnknownKind, get_kind
 from prescient.models import JobHistory
 
@@ -35,7 +36,7 @@ else:
 
 
 @admin.register(JobHistory)
-class JobHistoryAdmin(ConsoleListMixin, _AdminBase):
+class JobHistoryAdmin(LinksMixin, ConsoleListMixin, _AdminBase):
     list_display = [
         "job_exec", "entity", "outcome_badge", "check_count", "run_count", "failure_count",
         "run_time", "time_per_run", "lifetime", "finished_at", "workflow",
@@ -46,7 +47,8 @@ class JobHistoryAdmin(ConsoleListMixin, _AdminBase):
     actions = ["retry_tasks"]
     show_full_result_count = False
     fieldsets = [
-        (None, {"fields": ["entity", "job_exec", "workflow", "outcome_badge", "reason", "last_error"]}),
+        (None, {"fields": ["entity", "job_exec", "outcome_badge", "reason", "last_error"]}),
+        (_("Workflow"), {"fields": ["workflow", "workflow_links"]}),
         (_("Counters"), {"fields": ["check_count", "run_count", "failure_count", "run_time", "time_per_run"]}),
         (_("Dates"), {"fields": ["created_at", "first_check_at", "finished_at", "lifetime"]}),
         (_("Job"), {"fields": ["job_id"]}),

@@ -45,6 +45,7 @@ from prescient.admin.display import (
     fieldset_names,
     when,
 )
+from prescient.admin.graph import LinksMixin
 from prescient.checks import get_check
 from prescient.conf import setting
 from prescient.engine import verbs as services
@@ -138,7 +139,7 @@ class KillForm(forms.Form):
 
 
 @admin.register(FutureJob)
-class FutureJobAdmin(DashboardMixin, ConsoleListMixin, _AdminBase):
+class FutureJobAdmin(DashboardMixin, LinksMixin, ConsoleListMixin, _AdminBase):
     """The live jobs; its ``dashboard/`` page comes with :class:`DashboardMixin`."""
 
     list_display = [
@@ -154,7 +155,8 @@ class FutureJobAdmin(DashboardMixin, ConsoleListMixin, _AdminBase):
     show_full_result_count = False
     actions = ["pause_jobs", "release_jobs", "run_jobs_now", "kill_jobs"]
     fieldsets = [
-        (None, {"fields": ["entity", "job_exec", "workflow", "state_badge", "last_state", "next_check"]}),
+        (None, {"fields": ["entity", "job_exec", "state_badge", "last_state", "next_check"]}),
+        (_("Workflow"), {"fields": ["workflow", "workflow_links"]}),
         (_("Counters"), {"fields": ["checks_used", "run_count", "failure_count", "run_time"]}),
         (_("Run in flight"), {"fields": ["reserved_at", "reserved_by", "end_requested", "end_reason"]}),
         (_("Errors"), {"fields": ["last_error", "recent_errors_table"]}),

@@ -12,6 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
@@ -21,6 +22,7 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from prescient.admin.display import STATE_COLOURS, badge
+from prescient.admin.graph import workflow_graph
 from prescient.engine import verbs as services
 from prescient.kinds.links import admin_url
 from prescient.models import FutureJob, Workflow
@@ -87,18 +89,47 @@ WORKFLOW_VERBS: dict[str, tuple[Callable[[str], str], Any]] = {
 
 @admin.register(Workflow)
 class WorkflowAdmin(_AdminBase):
-    list_display = ["name", "status", "paused_at", "scheduled_jobs", "running_jobs", "paused_jobs", "buried_jobs"]
+    list_display = [
+        "name", "status", "paused_at", "scheduled_jobs", "running_jobs", "paused_jobs", "buried_jobs", "waiting_jobs",
+        "graph",
+    ]
     search_fields = ["name"]
     ordering = ["name"]
     show_full_result_count = False
     actions = ["pause_workflows", "release_workflows"]
-    readonly_fields = ["name", "status", "paused_at", "scheduled_jobs", "running_jobs", "paused_jobs", "buried_jobs"]
+    readonly_fields = [
+        "name", "status", "paused_at", "scheduled_jobs", "running_jobs", "paused_jobs", "buried_jobs", "waiting_jobs",
+        "graph",
+    ]
     fields = list(readonly_fields)
 
     scheduled_jobs = _state_column(State.SCHEDULED)
     running_jobs = _state_column(State.RUNNING)
     paused_jobs = _state_column(State.PAUSED)
     buried_jobs = _state_column(State.BURIED)
+    waiting_jobs = _state_column(State.WAITING)
+
+    @admin.display(description=_("graph"))
+    def graph(self, workflow: Workflow) -> str:
+        opts = self.opts
+        url = reverse(f"admin:{opts.app_label}_{opts.model_name}_graph", args=[quote(workflow.pk)],
+                      current_app=self.admin_site.name)
+        return format_html('<a href="{}">{}</a>', url, gettext("graph"))
+
+    def graph_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The workflow's jobs and their links, drawn as SVG (see prescient.admin.graph)."""
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        workflow = self.get_object(request, unquote(object_id))
+        if workflow is None:
+            raise Http404(gettext("No workflow %(name)r.") % {"name": unquote(object_id)})
+        context = {
+            **self.admin_site.each_context(request), "opts": self.opts, "workflow": workflow,
+            "title": gettext("Workflow %(name)s") % {"name": workflow.name},
+            "graph": workflow_graph(self.admin_site, workflow.name),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "prescient/admin/workflow_graph.html", context)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Workflow]:
         # annotate() with computed names is typed Any by the django-stubs plugin.
@@ -179,7 +210,9 @@ class WorkflowAdmin(_AdminBase):
             )
             for verb in WORKFLOW_VERBS
         ]
-        return [*verbs, *super().get_urls()]
+        graph = path("<path:object_id>/graph/", self.admin_site.admin_view(self.graph_view),
+                     name=f"{opts.app_label}_{opts.model_name}_graph")
+        return [*verbs, graph, *super().get_urls()]
 
     def workflow_verb_view(self, request: HttpRequest, object_id: str, verb: str) -> HttpResponse:
         """POST only: pause or release one workflow, then back to the list with its filters."""

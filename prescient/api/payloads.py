@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import models
 
-from ..models import FutureJob, JobHistory
+from ..models import FutureJob, JobHistory, JobLink
 from .errors import invalid
 
 #: The largest id a cursor may carry (a bigint).
@@ -18,7 +18,25 @@ MAX_ID = 2**63 - 1
 # --- payloads ---------------------------------------------------------------------------------
 
 
-def task_out(job: FutureJob) -> dict[str, Any]:
+Links = dict[int, tuple[list[int], list[int]]]
+
+
+def links_of(job_ids: list[int]) -> Links:
+    """``{job id: (parent ids, child ids)}`` of ``job_ids``, in two queries."""
+    found: Links = {pk: ([], []) for pk in job_ids}
+    for parent, child in JobLink.objects.filter(child_id__in=job_ids).order_by("parent_id").values_list(
+        "parent_id", "child_id"
+    ):
+        found[child][0].append(parent)
+    for parent, child in JobLink.objects.filter(parent_id__in=job_ids).order_by("child_id").values_list(
+        "parent_id", "child_id"
+    ):
+        found[parent][1].append(child)
+    return found
+
+
+def task_out(job: FutureJob, links: Links | None = None) -> dict[str, Any]:
+    parents, children = (links or links_of([job.pk]))[job.pk]
     return {
         "id": job.pk,
         "check": job.job_exec,
@@ -36,10 +54,13 @@ def task_out(job: FutureJob) -> dict[str, Any]:
         "in_flight": job.in_flight,
         "end_requested": job.end_requested or None,
         "last_error": job.last_error,
+        "parents": parents,
+        "children": children,
     }
 
 
-def history_out(row: JobHistory) -> dict[str, Any]:
+def history_out(row: JobHistory, links: Links | None = None) -> dict[str, Any]:
+    parents, children = (links or links_of([row.job_id]))[row.job_id]
     return {
         "id": row.pk,
         "job_id": row.job_id,
@@ -56,7 +77,19 @@ def history_out(row: JobHistory) -> dict[str, Any]:
         "finished_at": row.finished_at,
         "last_error": row.last_error,
         "reason": row.reason,
+        "parents": parents,
+        "children": children,
     }
+
+
+def tasks_out(jobs: list[FutureJob]) -> list[dict[str, Any]]:
+    links = links_of([job.pk for job in jobs])
+    return [task_out(job, links) for job in jobs]
+
+
+def histories_out(rows: list[JobHistory]) -> list[dict[str, Any]]:
+    links = links_of([row.job_id for row in rows])
+    return [history_out(row, links) for row in rows]
 
 
 # --- pages ------------------------------------------------------------------------------------

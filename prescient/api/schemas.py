@@ -142,6 +142,13 @@ class TaskIn(Strict):
     replace: StrictBool = Field(
         False, description="When the job already exists, move its due time to the one given here."
     )
+    after: list[StrictInt] = Field(
+        default_factory=list, max_length=100,
+        description="Ids of jobs (live or finished) this one runs after: it is `waiting` until they have all ended.",
+    )
+    on_parent_failure: Literal["cancel", "run"] = Field(
+        "cancel", description="When a job it runs after ends other than `completed`: cancel this one, or run it.",
+    )
 
 
 class KillIn(Strict):
@@ -200,6 +207,8 @@ class Task(Schema):
     in_flight: bool = Field(description="A run is under way.")
     end_requested: Outcome | None = Field(description="Set when killed or cancelled while a run is in flight.")
     last_error: str
+    parents: list[int] = Field(description="Ids of the jobs this one runs after.")
+    children: list[int] = Field(description="Ids of the jobs that run after this one.")
 
 
 class TaskPage(Schema):
@@ -239,6 +248,8 @@ class HistoryEntry(Schema):
     finished_at: datetime
     last_error: str
     reason: str
+    parents: list[int] = Field(description="Ids of the jobs this one ran after.")
+    children: list[int] = Field(description="Ids of the jobs that run after this one.")
 
 
 class HistoryPage(Schema):

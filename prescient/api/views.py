@@ -24,13 +24,13 @@ from .. import __version__
 from ..checks import Check, get_check
 from ..conf import setting, stale_after_seconds
 from ..engine import verbs
-from ..exceptions import InvalidTime, UnknownCheck
+from ..exceptions import InvalidDependency, InvalidTime, UnknownCheck, UnknownParent
 from ..models import FutureJob, JobHistory, Worker, Workflow
 from ..states import State
 from . import errors
 from .auth import ADD, CHANGE, VIEW, VIEW_HISTORY, Principal, caller, needs
 from .errors import ApiError, BodyError, forbidden, invalid, not_found
-from .payloads import MAX_ID, decode_cursor, history_out, page, task_out
+from .payloads import MAX_ID, decode_cursor, histories_out, page, task_out, tasks_out
 from .schemas import (
     Error,
     Health,
@@ -96,9 +96,6 @@ errors.install(api)
 
 def _errors(*codes: int) -> dict[Any, Any]:
     return {codes: Error}
-
-
-# --- helpers ----------------------------------------------------------------------------------
 
 
 _M = TypeVar("_M", bound=models.Model)
@@ -223,7 +220,10 @@ def create_task(request: HttpRequest, payload: TaskIn) -> Any:
     try:
         job, created = verbs.schedule_job(
             instance, check, at=at, delay=delay, workflow=payload.workflow, replace=payload.replace, now=now,
+            after=payload.after, on_parent_failure=payload.on_parent_failure,
         )
+    except (UnknownParent, InvalidDependency) as exc:
+        raise invalid("after", str(exc)) from None
     except (InvalidTime, OverflowError) as exc:
         message = str(exc) if isinstance(exc, InvalidTime) else "The time is out of range."
         raise invalid("at" if at is not None else "delay_seconds", message) from None
@@ -254,7 +254,7 @@ def list_tasks(request: HttpRequest, filters: Query[TaskFilters]) -> Any:
     if filters.cursor:
         queryset = queryset.filter(pk__gt=decode_cursor(filters.cursor))
     rows, next_cursor = page(queryset.order_by("pk"), filters.limit)
-    return {"items": [task_out(job) for job in rows], "next_cursor": next_cursor}
+    return {"items": tasks_out(rows), "next_cursor": next_cursor}
 
 
 @api.get(
@@ -406,7 +406,7 @@ def list_history(request: HttpRequest, filters: Query[HistoryFilters]) -> Any:
     if filters.cursor:
         queryset = queryset.filter(pk__lt=decode_cursor(filters.cursor))
     rows, next_cursor = page(queryset.order_by("-pk"), filters.limit)
-    return {"items": [history_out(row) for row in rows], "next_cursor": next_cursor}
+    return {"items": histories_out(rows), "next_cursor": next_cursor}
 
 
 @api.get(

@@ -18,25 +18,19 @@ from django.utils import timezone
 from prescient import slots, states
 from prescient.checks import Check, get_check
 from prescient.conf import setting
-from prescient.exceptions import InvalidEntity, InvalidTime, PrescientError
+from prescient.exceptions import InvalidEntity, InvalidTime
+from prescient.exceptions import JobNotFound as JobNotFound  # re-exported: it used to live here
 from prescient.models import FutureJob
 from prescient.states import Event, Outcome, State
 
-from . import bulk, store
+from . import bulk, dependencies, store
+from .dependencies import ParentRef
 from .store import notify
 from .sweep import definition_of
 
 logger = logging.getLogger(__name__)
 
 CheckRef = str | Callable[..., Any] | Check
-
-
-class JobNotFound(PrescientError, LookupError):
-    """No live job with that id (it may have finished: see the history)."""
-
-    def __init__(self, job_id: object) -> None:
-        self.job_id = job_id
-        super().__init__(f"No live job with id {job_id!r}; it may have finished (see JobHistory)")
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -119,6 +113,8 @@ def schedule_job(
     delay: timedelta | None = None,
     workflow: str = "",
     replace: bool = False,
+    after: Iterable[ParentRef] | None = None,
+    on_parent_failure: str = "cancel",
     now: datetime | None = None,
 ) -> tuple[FutureJob, bool]:
     """Like :func:`schedule`, also saying whether the job was created (True) or existed."""
@@ -127,8 +123,9 @@ def schedule_job(
     now = _now(now)
     first = due_time(entry, now, at, delay)
     workflow = workflow or ""
+    parents, policy = dependencies.parent_ids(after), dependencies.policy(on_parent_failure)
     key = {"entity_name": entity_name, "entity_key": entity_key, "job_exec": entry.name}
-    if not workflow and not replace:
+    if not workflow and not replace and not parents:
         # The common case in one statement (so, in autocommit mode, one round trip).
         job = _new_job(key, "", False, first, now)
         written = store.insert_new([job], returning=True)
@@ -145,7 +142,8 @@ def schedule_job(
         existing = FutureJob.objects.select_for_update().filter(**key).first()
         if existing is None:
             paused = bool(workflow) and store.lock_workflow(workflow)
-            job = _new_job(key, workflow, paused, first, now)
+            dependencies.lock_parents(parents)
+            job = _new_job(key, workflow, paused, first, now, waiting=bool(parents))
             try:
                 with transaction.atomic():
                     store.insert(job)
@@ -155,6 +153,9 @@ def schedule_job(
                     raise
             else:
                 logger.debug("job id=%s scheduled %s at %s", job.pk, entry.name, first.isoformat())
+                if parents:
+                    dependencies.attach([job.pk], parents, policy, now)
+                    return dependencies.current(job), True
                 if first <= now and not paused:
                     notify()  # due already: wake a worker rather than wait for the next slot
                 return job, True
@@ -163,11 +164,15 @@ def schedule_job(
         return existing, False
 
 
-def _new_job(key: dict[str, str], workflow: str, paused: bool, first: datetime, now: datetime) -> FutureJob:
+def _new_job(
+    key: dict[str, str], workflow: str, paused: bool, first: datetime, now: datetime, *, waiting: bool = False
+) -> FutureJob:
+    # A job with parents waits whether or not its workflow is paused (it is judged when unblocked).
+    paused = paused and not waiting
     return FutureJob(
         **key,
         workflow=workflow,
-        state=State.PAUSED if paused else State.SCHEDULED,
+        state=State.WAITING if waiting else State.PAUSED if paused else State.SCHEDULED,
         last_state=State.SCHEDULED if paused else "",
         first_check_at=first,
         next_check_at=first,
@@ -183,6 +188,8 @@ def schedule(
     delay: timedelta | None = None,
     workflow: str = "",
     replace: bool = False,
+    after: Iterable[ParentRef] | None = None,
+    on_parent_failure: str = "cancel",
     now: datetime | None = None,
 ) -> FutureJob:
     """Schedule ``check`` for ``entity``: due at ``at`` or after ``delay`` (else now), rounded
@@ -190,10 +197,16 @@ def schedule(
 
     One job is pending per (entity, check): if one exists it is returned unchanged, unless
     ``replace=True`` moves its due time. A job scheduled into a paused workflow starts paused.
-    Raises UnknownCheck, InvalidEntity or InvalidTime, writing nothing.
+
+    ``after``: jobs (live, or their ids, or ids of jobs in the history) this one runs after. It
+    is ``waiting`` until all of them have ended, then due at its own time. When one ends other
+    than ``completed``, ``on_parent_failure="cancel"`` ends it ``cancelled``; ``"run"`` runs it
+    anyway. Raises UnknownCheck, InvalidEntity, InvalidTime, InvalidDependency or
+    UnknownParent, writing nothing.
     """
     return schedule_job(
-        entity, check, at=at, delay=delay, workflow=workflow, replace=replace, now=now
+        entity, check, at=at, delay=delay, workflow=workflow, replace=replace, after=after,
+        on_parent_failure=on_parent_failure, now=now,
     )[0]
 
 
@@ -204,6 +217,8 @@ def schedule_many(
     at: datetime | None = None,
     delay: timedelta | None = None,
     workflow: str = "",
+    after: Iterable[ParentRef] | None = None,
+    on_parent_failure: str = "cancel",
     now: datetime | None = None,
     batch_size: int = 1000,
     progress: Callable[[int, int], None] | None = None,
@@ -220,12 +235,17 @@ def schedule_many(
     Each batch of ``batch_size`` entities is one ``INSERT … ON CONFLICT DO NOTHING`` in a
     transaction of its own, unless the call is made inside a transaction (wrap it in
     ``transaction.atomic()`` for all or nothing). ``progress(entities seen, jobs created)`` is
-    called after each batch.
+    called after each batch. ``after`` and ``on_parent_failure``: as for :func:`schedule`, for
+    every job created.
     """
     entry = get_check(check)
     now = _now(now)
     first = due_time(entry, now, at, delay)
     workflow = workflow or ""
+    parents, policy = dependencies.parent_ids(after), dependencies.policy(on_parent_failure)
+    if parents:
+        with transaction.atomic():
+            dependencies.lock_parents(parents)  # UnknownParent before any write
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     keys: Iterable[tuple[str, str]]
@@ -243,11 +263,18 @@ def schedule_many(
         with transaction.atomic():
             paused = bool(workflow) and store.lock_workflow(workflow)
             jobs = [
-                _new_job({"entity_name": name, "entity_key": key, "job_exec": entry.name}, workflow, paused, first, now)
+                _new_job({"entity_name": name, "entity_key": key, "job_exec": entry.name}, workflow, paused, first, now,
+                         waiting=bool(parents))
                 for name, key in unique
             ]
-            written = store.insert_new(jobs, returning=False) or 0
-            if written and first <= now and not paused:
+            if parents:
+                dependencies.lock_parents(parents)
+                pks = store.links.insert_waiting(jobs)
+                dependencies.attach(pks, parents, policy, now)
+                written = len(pks)
+            else:
+                written = store.insert_new(jobs, returning=False) or 0
+            if written and first <= now and not paused and not parents:
                 notify()
         seen += len(batch)
         created += written
@@ -340,6 +367,7 @@ def kill(job: FutureJob | int, reason: str, *, now: datetime | None = None) -> s
         raise ValueError("A kill needs a reason")
     now = _now(now)
     with transaction.atomic():
+        store.links.lock_workflows_of_children([job.pk if isinstance(job, FutureJob) else job])  # before the job
         return _end(_lock(job), Event.KILL, Outcome.KILLED, reason.strip(), now)
 
 

@@ -6,9 +6,10 @@ each duty that is due, and on PostgreSQL only one process at a time runs a given
 transaction-level advisory lock, never waited for), so ten workers do not all bury the same
 rows. River's ``internal/maintenance`` and Oban's plugins are the models.
 
-Built in: :mod:`.rescuer` (stale claims: reclaimed or buried), :mod:`.worker_pruner` (rows
-of workers stopped long ago) and :mod:`.recurring` (recurring schedules' occurrences and
-declarations). A new duty is a new module registered with :func:`register`.
+Built in: :mod:`.rescuer` (stale claims: reclaimed or buried), :mod:`.waiters` (waiting jobs
+whose parents ended but were missed), :mod:`.worker_pruner` (rows of workers stopped long
+ago) and :mod:`.recurring` (recurring schedules' occurrences and declarations). A new duty is
+a new module registered with :func:`register`.
 """
 
 from __future__ import annotations
@@ -67,9 +68,10 @@ def registered_services() -> Iterator[Service]:
 def register_builtin() -> None:
     from .recurring import Declarations, OccurrencePruner, Producer
     from .rescuer import Rescuer
+    from .waiters import WaiterRepair
     from .worker_pruner import WorkerPruner
 
-    for service in (Rescuer(), WorkerPruner(), Producer(), Declarations(), OccurrencePruner()):
+    for service in (Rescuer(), WaiterRepair(), WorkerPruner(), Producer(), Declarations(), OccurrencePruner()):
         if service.name not in _services:
             register(service)
 

@@ -30,31 +30,18 @@ from prescient.models import FutureJob, Workflow
 from prescient.states import Event, State
 
 from .. import bulk
-from .ending import end_job, end_jobs
+from . import links
+from .ending import end_job, end_jobs, release_waiters, resolve_waiting
 from .settle import settle
+from .wake import CHANNEL, can_listen, notify
 
 logger = logging.getLogger("prescient.engine")
 
 #: The unique constraint that keeps one pending job per (entity, check).
 ONE_PENDING_JOB = "prescient_one_pending_job"
-#: The LISTEN/NOTIFY channel that wakes idle workers (PostgreSQL).
-CHANNEL = "prescient_due"
 
 
-# --- wake-ups and vendor features ------------------------------------------------------------
-
-
-def notify() -> None:
-    """Tell listening workers that a job is due now: delivered when (and only if) the caller's
-    transaction commits (PostgreSQL; a no-op elsewhere)."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, '')", [CHANNEL])
-
-
-def can_listen() -> bool:
-    """Whether the database delivers wake-ups (PostgreSQL); others are polled."""
-    return connection.vendor == "postgresql"
+# --- vendor features -------------------------------------------------------------------------
 
 
 def cancel_current_query() -> None:
@@ -333,8 +320,31 @@ def request_end(job: FutureJob, outcome: str, reason: str) -> None:
 
 
 __all__ = [
-    "CHANNEL", "ONE_PENDING_JOB", "can_listen", "cancel_current_query", "claim", "clear_reservation", "db_now",
+    "CHANNEL",
+    "ONE_PENDING_JOB",
+    "can_listen",
+    "cancel_current_query",
+    "claim",
+    "clear_reservation",
+    "db_now",
     "due_order",
-    "end_job", "end_jobs", "exclusive", "insert", "insert_new", "lock_workflow", "notify", "pause_workflow",
-    "release_workflow", "renew_leases", "request_end", "save", "settle", "start", "start_runs", "still_startable",
+    "end_job",
+    "end_jobs",
+    "exclusive",
+    "insert",
+    "insert_new",
+    "links",
+    "lock_workflow",
+    "notify",
+    "pause_workflow",
+    "release_waiters",
+    "release_workflow",
+    "renew_leases",
+    "request_end",
+    "resolve_waiting",
+    "save",
+    "settle",
+    "start",
+    "start_runs",
+    "still_startable",
 ]

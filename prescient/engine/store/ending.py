@@ -1,4 +1,5 @@
-"""Ending jobs: the history row written and the live row deleted, in the caller's transaction."""
+"""Ending jobs: the history row written and the live row deleted, in the caller's transaction;
+then the jobs that waited on them moved on, in that same transaction (see :mod:`.links`)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,14 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 
+from django.db.models import F, QuerySet
+
 from prescient.models import FutureJob, JobHistory
+from prescient.states import Outcome
 
 from .. import bulk
+from . import links
+from .wake import notify
 
 logger = logging.getLogger("prescient.engine")
 
@@ -20,11 +26,13 @@ def _insert_history(rows: list[JobHistory]) -> None:
 
 
 def end_jobs(ended: Sequence[tuple[FutureJob, str]], now: datetime) -> list[JobHistory]:
-    """End each ``(job, outcome)``: its one history row written, its live row deleted (call in
-    a transaction, with the jobs locked). Returns the history rows."""
+    """End each ``(job, outcome)``: its one history row written, its live row deleted, the jobs
+    waiting on it moved on (call in a transaction, with the jobs locked). Returns the history
+    rows."""
     rows = [JobHistory.from_job(job, outcome, now) for job, outcome in ended]
     _insert_history(rows)
     bulk.delete_rows(FutureJob, [job.pk for job, _ in ended])
+    release_waiters([job.pk for job, _ in ended], now)
     return rows
 
 
@@ -38,3 +46,31 @@ def end_job(job: FutureJob, outcome: str, now: datetime) -> JobHistory:
     return row
 
 
+def release_waiters(parent_pks: Sequence[int], now: datetime) -> int:
+    """Move on the waiting children of ``parent_pks``, which have just ended in the caller's
+    transaction; returns how many children moved or ended."""
+    if not parent_pks:
+        return 0
+    return resolve_waiting(links.waiting_children(parent_pks), now)
+
+
+def resolve_waiting(jobs: QuerySet[FutureJob], now: datetime, limit: int | None = None) -> int:
+    """Judge the waiting jobs among ``jobs`` (up to ``limit``) by their parents as they are now:
+    cancel those a failed parent cancels (their own waiters follow), unblock those whose
+    parents have all ended; returns how many moved or ended."""
+    pks = links.lock_waiting(jobs, limit)
+    if not pks:
+        return 0
+    cancel, unblock = links.triage(pks)
+    if cancel:
+        doomed = list(FutureJob.objects.filter(bulk.AnyOf(F("pk"), list(cancel))).order_by("pk"))
+        for job in doomed:
+            job.end_reason = cancel[job.pk]
+            logger.info("job id=%s cancelled: %s", job.pk, job.end_reason)
+        end_jobs([(job, Outcome.CANCELLED) for job in doomed], now)
+    moved, scheduled = links.unblock(unblock)
+    if moved:
+        logger.info("unblocked %s waiting job(s)", moved)
+    if scheduled:
+        notify()  # unblocked jobs may be due already
+    return len(cancel) + moved

@@ -16,7 +16,8 @@ from prescient.states import END, Event, Outcome, State
 
 from .. import bulk
 from ..decisions import DISCARDED, SUMMARY_KEY, Decision, TickSummary, record_error
-from .ending import _insert_history, end_jobs
+from . import links
+from .ending import _insert_history, end_jobs, release_waiters
 
 logger = logging.getLogger("prescient.engine")
 
@@ -57,6 +58,8 @@ _REFUSED = (DataError, IntegrityError, ProgrammingError, ValueError)
 
 def _settle_batch(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
     with transaction.atomic():
+        # Before any job row: the workflows of the jobs that wait on this batch (see links).
+        links.lock_workflows_of_children([d.job.pk for d in decisions])
         rest = _settle_guarded(decisions, token, now, summary) if connection.vendor == "postgresql" else decisions
         if rest:
             _settle_locked(rest, token, now, summary)
@@ -140,6 +143,7 @@ def _settle_guarded(decisions: list[Decision], token: str, now: datetime, summar
             summary.counts[decision.outcome] += 1
             _log_settled(job, decision.outcome, decision)
         _insert_history(history)
+        release_waiters([row.job_id for row in history], now)
         rest.extend(finishing.values())
     if moving:
         hit = set(bulk.update_rows(FutureJob, [job for job, _ in moving], _SETTLE_FIELDS, guard=guard))

@@ -1,0 +1,147 @@
+"""Workflows as graphs: a job's parents and children on its page, and a workflow's jobs drawn as
+an SVG on the server (nodes coloured by state or outcome, arrows parent → child), as the
+dashboard's charts are: no JavaScript, nothing from the internet."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.utils import quote
+from django.db.models import Q
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from prescient.models import FutureJob, JobHistory, JobLink
+
+from .display import OUTCOME_COLOURS, QUIET, STATE_COLOURS, badge
+
+#: Geometry of the graph, in SVG units.
+NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 170, 34, 60, 14, 10
+#: A graph draws at most this many jobs (the newest), so a huge workflow still renders.
+MAX_NODES = 300
+
+
+@dataclass
+class Node:
+    job_id: int
+    label: str
+    status: str
+    colour: str
+    url: str
+    x: int = 0
+    y: int = 0
+
+    @property
+    def text_x(self) -> int:
+        return self.x + 8
+
+    @property
+    def text_y(self) -> int:
+        return self.y + 21
+
+
+@dataclass
+class Edge:
+    x1: int
+    y1: int
+    x2: int
+    y2: int
+
+
+def _url(site: admin.AdminSite, model: type[Any], pk: int) -> str:
+    opts = model._meta
+    try:
+        return reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[quote(pk)], current_app=site.name)
+    except NoReverseMatch:
+        return ""
+
+
+def nodes_for(site: admin.AdminSite, job_ids: set[int]) -> dict[int, Node]:
+    """A node per job id: the live job if there is one, else its history row."""
+    nodes: dict[int, Node] = {}
+    for job in FutureJob.objects.filter(pk__in=job_ids):
+        nodes[job.pk] = Node(job.pk, f"{job.job_exec} #{job.pk}", job.get_state_display(),
+                             STATE_COLOURS.get(job.state, QUIET), _url(site, FutureJob, job.pk))
+    for row in JobHistory.objects.filter(job_id__in=job_ids - set(nodes)):
+        nodes[row.job_id] = Node(row.job_id, f"{row.job_exec} #{row.job_id}", row.get_outcome_display(),
+                                 OUTCOME_COLOURS.get(row.outcome, QUIET), _url(site, JobHistory, row.pk))
+    return nodes
+
+
+def links_html(site: admin.AdminSite, job_id: int) -> SafeString:
+    """The parents and children of ``job_id``, linked, each with its state or outcome."""
+    links = list(JobLink.objects.filter(Q(child_id=job_id) | Q(parent_id=job_id)).order_by("pk"))
+    if not links:
+        return format_html("{}", "-")
+    nodes = nodes_for(site, {link.parent_id for link in links} | {link.child_id for link in links})
+
+    def items(ids: list[int]) -> SafeString:
+        if not ids:
+            return format_html("{}", "-")
+        return format_html_join(
+            ", ", '<a href="{}">{}</a> {}',
+            ((nodes[pk].url, nodes[pk].label, badge(nodes[pk].status, nodes[pk].colour)) for pk in ids if pk in nodes),
+        )
+
+    parents = [link.parent_id for link in links if link.child_id == job_id]
+    children = [link.child_id for link in links if link.parent_id == job_id]
+    return format_html(
+        "{}: {}<br>{}: {}", gettext("runs after"), items(parents), gettext("runs before"), items(children)
+    )
+
+
+def layout(nodes: dict[int, Node], pairs: list[tuple[int, int]]) -> tuple[list[Edge], int, int]:
+    """Place ``nodes`` in columns by depth (the longest chain of parents above each), in id
+    order within a column; returns the arrows and the drawing's width and height."""
+    parents: dict[int, list[int]] = defaultdict(list)
+    for parent, child in pairs:
+        parents[child].append(parent)
+    depth: dict[int, int] = {}
+    for pk in sorted(nodes):  # parents are older than their children: ids rise along arrows
+        depth[pk] = 1 + max((depth.get(p, -1) for p in parents[pk] if p in nodes), default=-1)
+    columns: dict[int, list[int]] = defaultdict(list)
+    for pk in sorted(nodes):
+        columns[depth[pk]].append(pk)
+    for column, pks in columns.items():
+        for row, pk in enumerate(pks):
+            nodes[pk].x = PAD + column * (NODE_W + GAP_X)
+            nodes[pk].y = PAD + row * (NODE_H + GAP_Y)
+    edges = [
+        Edge(nodes[p].x + NODE_W, nodes[p].y + NODE_H // 2, nodes[c].x - 4, nodes[c].y + NODE_H // 2)
+        for p, c in pairs if p in nodes and c in nodes
+    ]
+    width = PAD * 2 + max(len(columns), 1) * (NODE_W + GAP_X) - GAP_X
+    height = PAD * 2 + max((len(pks) for pks in columns.values()), default=1) * (NODE_H + GAP_Y) - GAP_Y
+    return edges, width, height
+
+
+def workflow_graph(site: admin.AdminSite, name: str) -> dict[str, Any]:
+    """What the graph template needs for workflow ``name``."""
+    live = set(FutureJob.objects.of_workflow(name).values_list("pk", flat=True))
+    ended = set(JobHistory.objects.filter(workflow=name).values_list("job_id", flat=True))
+    job_ids = set(sorted(live | ended)[-MAX_NODES:])
+    nodes = nodes_for(site, job_ids)
+    pairs = list(
+        JobLink.objects.filter(child_id__in=job_ids, parent_id__in=job_ids).values_list("parent_id", "child_id")
+    )
+    edges, width, height = layout(nodes, pairs)
+    return {
+        "nodes": [nodes[pk] for pk in sorted(nodes)], "edges": edges, "width": width, "height": height,
+        "node_w": NODE_W, "node_h": NODE_H, "truncated": len(live | ended) > MAX_NODES, "max_nodes": MAX_NODES,
+    }
+
+
+class LinksMixin:
+    """A read-only "workflow links" field for the job and history pages."""
+
+    admin_site: admin.AdminSite
+
+    @admin.display(description=_("parents and children"))
+    def workflow_links(self, obj: FutureJob | JobHistory) -> SafeString:
+        return links_html(self.admin_site, obj.job_id if isinstance(obj, JobHistory) else obj.pk)
