@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .checks import Check, check, get_check
+from . import errors
+from .checks import RELEASE, Check, check, get_check
 from .exceptions import (
     AlreadyRegistered,
     CheckTimeout,
@@ -61,10 +62,12 @@ __all__ = [
     "InvalidTime",
     "InvalidTransition",
     "JobNotFound",
+    "RELEASE",
     "PrescientError",
     "UnknownCheck",
     "cancel",
     "check",
+    "errors",
     "get_check",
     "kill",
     "pause",

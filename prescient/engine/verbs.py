@@ -307,17 +307,29 @@ def _set_due(job: FutureJob, event: str, when: datetime) -> FutureJob:
 
 
 def run_now(job: FutureJob | int, *, now: datetime | None = None) -> FutureJob:
-    """Make a scheduled or buried job due at once, without waiting for a slot."""
+    """Make a job due at once, without waiting for a slot: a scheduled or buried one, or a
+    paused one, which is released (Metafora's Run). A job paused while its run was in flight
+    goes back to running (the run is not started twice)."""
     now = _now(now)
     with transaction.atomic():
-        locked = _set_due(_lock(job), Event.RUN_NOW, now)
+        locked = _lock(job)
+        to = states.target(locked, Event.RUN_NOW)
+        if to == State.RUNNING:  # paused with its run in flight: released, as release() does
+            locked.state, locked.last_state = to, ""
+            store.save(locked, ["state", "last_state"])
+            return locked
+        locked = _set_due(locked, Event.RUN_NOW, now)
         notify()
         return locked
 
 
 def sleep(job: FutureJob | int, at: datetime, *, now: datetime | None = None) -> FutureJob:
     """Move a job's next check to ``at`` (rounded up to a slot, within a day before ``now`` and
-    the check's horizon after it); a paused job stays paused."""
+    the check's horizon after it); a paused job stays paused.
+
+    A job whose run is in flight is asked to stop (see ``job.should_stop()``); when the run
+    returns its result is discarded (an error it raised is kept) and the job is due at ``at``.
+    """
     now = _now(now)
     slots.require_aware(at, "at")
     if at < now - timedelta(days=1):
@@ -327,7 +339,13 @@ def sleep(job: FutureJob | int, at: datetime, *, now: datetime | None = None) ->
         entry = definition_of(locked)
         if entry is not None and at > now + entry.horizon:
             raise InvalidTime(f"{at.isoformat()} is beyond the horizon of check {entry.name!r}")
-        return _set_due(locked, Event.SLEEP, slots.round_up(at, _slot_minutes()))
+        when = slots.round_up(at, _slot_minutes())
+        if locked.in_flight:
+            states.target(locked, Event.SLEEP)
+            store.request_sleep(locked, when)
+            logger.info("job id=%s sleep until %s requested while its run is in flight", locked.pk, when.isoformat())
+            return locked
+        return _set_due(locked, Event.SLEEP, when)
 
 
 def kill(job: FutureJob | int, reason: str, *, now: datetime | None = None) -> str:
@@ -353,6 +371,8 @@ def _pause_job(job: FutureJob | int) -> int:
         return 0
     locked.last_state, locked.state = locked.state, to
     store.save(locked, ["state", "last_state"])
+    if locked.in_flight:
+        store.notify_stop()  # its run is asked to stop (see job.should_stop())
     return 1
 
 
@@ -391,6 +411,8 @@ def pause(
         else:
             store.lock_workflow(workflow, for_update=True)
             count = store.pause_workflow(workflow, now)
+            if count:
+                store.notify_stop()  # runs in flight among them are asked to stop
     logger.info("paused %s job(s) of %s", count, workflow if workflow is not None else f"job {job}")
     return count
 
