@@ -55,6 +55,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "RELEASE",
     "AlreadyRegistered",
     "Check",
     "CheckTimeout",
@@ -62,7 +63,6 @@ __all__ = [
     "InvalidTime",
     "InvalidTransition",
     "JobNotFound",
-    "RELEASE",
     "PrescientError",
     "UnknownCheck",
     "cancel",

@@ -17,7 +17,8 @@ from collections.abc import Iterable
 
 _lock = threading.Lock()
 _asked: set[tuple[str, int]] = set()
-_everything = False
+#: Set when every run of the process is asked to stop.
+_everything = threading.Event()
 
 
 def ask(token: str, pks: Iterable[int]) -> None:
@@ -28,14 +29,12 @@ def ask(token: str, pks: Iterable[int]) -> None:
 
 def ask_all() -> None:
     """Ask every run of this process to stop (its worker is stopping)."""
-    global _everything
-    with _lock:
-        _everything = True
+    _everything.set()
 
 
 def asked(token: str, pk: int | None) -> bool:
     """Whether the run of job ``pk`` claimed under ``token`` is asked to stop."""
-    if _everything:
+    if _everything.is_set():
         return True
     if not token or pk is None:
         return False
@@ -44,7 +43,7 @@ def asked(token: str, pk: int | None) -> bool:
 
 def stopping_all() -> bool:
     """Whether every run of this process is asked to stop."""
-    return _everything
+    return _everything.is_set()
 
 
 def forget(token: str) -> None:
@@ -56,7 +55,6 @@ def forget(token: str) -> None:
 
 def reset() -> None:
     """Forget every request (a fresh process, or a test)."""
-    global _everything
     with _lock:
         _asked.clear()
-        _everything = False
+    _everything.clear()

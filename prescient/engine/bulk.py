@@ -176,7 +176,7 @@ def _guard_sql(model: type[models.Model], guard: dict[str, Any] | None) -> tuple
         return "", []
     meta, table = model._meta, _qn(model._meta.db_table)
     fields = [cast(Field, meta.get_field(name)) for name in guard]
-    sql, params = "", cast(list[Any], [])
+    sql, params = "", list[Any]()
     for f, value in zip(fields, guard.values(), strict=True):
         if value is None:  # a guard that a column is empty
             sql += f" AND {table}.{quote_column(f)} IS NULL"

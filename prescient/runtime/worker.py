@@ -29,8 +29,8 @@ from prescient import slots
 from prescient.clock import db_clock, db_now, skew_seconds
 from prescient.conf import setting
 from prescient.engine import store, sweep
-from prescient.engine.store import CHANNEL, STOP_CHANNEL
 from prescient.engine.decisions import BURIED, Decision, TickSummary
+from prescient.engine.store import CHANNEL, STOP_CHANNEL
 from prescient.maintenance import run_due
 from prescient.maintenance.rescuer import Rescuer
 from prescient.models import FutureJob, Worker
