@@ -31,6 +31,7 @@ from django.utils.translation import gettext_lazy as _
 
 from prescient import slots
 from prescient.admin.dashboard import DashboardMixin
+from prescient.admin.sleep import sleep_jobs
 from prescient.admin.display import (
     OUTCOME_COLOURS,
     QUIET,
@@ -48,7 +49,7 @@ from prescient.admin.display import (
 from prescient.checks import get_check
 from prescient.conf import setting
 from prescient.engine import verbs as services
-from prescient.exceptions import InvalidTransition, UnknownCheck
+from prescient.exceptions import InvalidTime, InvalidTransition, UnknownCheck
 from prescient.kinds.links import admin_url
 from prescient.models import FutureJob, JobHistory
 
@@ -152,7 +153,7 @@ class FutureJobAdmin(DashboardMixin, ConsoleListMixin, _AdminBase):
     date_hierarchy = "next_check_at"
     ordering = ["next_check_at", "id"]
     show_full_result_count = False
-    actions = ["pause_jobs", "release_jobs", "run_jobs_now", "kill_jobs"]
+    actions = ["pause_jobs", "release_jobs", "run_jobs_now", sleep_jobs, "kill_jobs"]
     fieldsets = [
         (None, {"fields": ["entity", "job_exec", "workflow", "state_badge", "last_state", "next_check"]}),
         (_("Counters"), {"fields": ["checks_used", "run_count", "failure_count", "run_time"]}),
@@ -311,7 +312,7 @@ class FutureJobAdmin(DashboardMixin, ConsoleListMixin, _AdminBase):
         for job in jobs:
             try:
                 what = verb(job)
-            except (InvalidTransition, services.JobNotFound) as exc:
+            except (InvalidTransition, InvalidTime, services.JobNotFound) as exc:
                 skipped += 1
                 if skipped <= MAX_SKIP_MESSAGES:
                     messages.warning(

@@ -18,7 +18,7 @@ from django.utils import timezone
 from prescient import slots, states
 from prescient.checks import Check, get_check
 from prescient.conf import setting
-from prescient.exceptions import InvalidEntity, InvalidTime, PrescientError
+from prescient.exceptions import InvalidEntity, InvalidTime, InvalidTransition, PrescientError
 from prescient.models import FutureJob
 from prescient.states import Event, Outcome, State
 
@@ -298,6 +298,8 @@ def cancel(entity: models.Model, check: CheckRef, *, now: datetime | None = None
 
 def _set_due(job: FutureJob, event: str, when: datetime) -> FutureJob:
     to = states.target(job, event)
+    if job.in_flight:  # a run in flight settles the job itself: sleep() defers, others refuse
+        raise InvalidTransition(job, event, "its run is in flight")
     job.state = to
     job.next_check_at = when
     if to != State.PAUSED:
