@@ -31,7 +31,6 @@ from django.utils.translation import gettext_lazy as _
 
 from prescient import slots
 from prescient.admin.dashboard import DashboardMixin
-from prescient.admin.sleep import sleep_jobs
 from prescient.admin.display import (
     OUTCOME_COLOURS,
     QUIET,
@@ -46,6 +45,7 @@ from prescient.admin.display import (
     fieldset_names,
     when,
 )
+from prescient.admin.sleep import sleep_jobs
 from prescient.checks import get_check
 from prescient.conf import setting
 from prescient.engine import verbs as services
