@@ -46,6 +46,9 @@ def _listen_for_commands(control: Connection) -> None:
     or sleep); ``("all",)``: every run is (the worker is stopping). See ``job.should_stop()``."""
     from prescient import interrupts
 
+    # Signals stay the main thread's, as before this thread existed: a process-directed SIGALRM
+    # that the run blocks must not be taken by this thread instead (which would interrupt it).
+    signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     while True:
         try:
             message = control.recv()
