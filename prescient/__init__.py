@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .checks import Check, check, get_check
+from . import errors
+from .checks import RELEASE, Check, check, get_check
 from .exceptions import (
     AlreadyRegistered,
     CheckTimeout,
@@ -62,6 +63,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "RELEASE",
     "AlreadyRegistered",
     "Check",
     "CheckTimeout",
@@ -77,6 +79,7 @@ __all__ = [
     "cancel",
     "check",
     "enqueue_after",
+    "errors",
     "get_check",
     "kill",
     "pause",

@@ -20,10 +20,33 @@ from .exceptions import AlreadyRegistered, UnknownCheck
 
 if TYPE_CHECKING:
     from .models import FutureJob
+    from .retries import ErrorHandler
 
 CheckResult = timedelta | datetime | None
 CheckFunc = Callable[[Any, "FutureJob"], CheckResult]
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Release:
+    """The type of :data:`RELEASE`."""
+
+    _instance: Release | None = None
+
+    def __new__(cls) -> Release:  # one value, also across pickling to and from a child process
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __reduce__(self) -> str:
+        return "RELEASE"
+
+    def __repr__(self) -> str:
+        return "prescient.RELEASE"
+
+
+#: What a check returns to hand its claim back (Metafora's Release): no run, failure or check is
+#: counted, and the job is due again at the next slot (a paused job stays paused).
+RELEASE = Release()
 
 
 @dataclass(frozen=True)
@@ -40,6 +63,8 @@ class Check:
     options: dict[str, Any] = field(default_factory=dict)
     #: The kind of the jobs it makes (see prescient.engine.kind).
     kind: str = "check"
+    #: What follows a failed run of this check (None: the ``ERROR_HANDLER`` setting).
+    error_handler: ErrorHandler | None = None
 
     @property
     def model(self) -> type[models.Model] | None:
@@ -87,17 +112,21 @@ def check(
     max_checks: int | None = None,
     horizon_days: float | None = None,
     max_retries: int | None = None,
+    error_handler: ErrorHandler | None = None,
 ) -> Callable[[F], F]:
     """Register the decorated function as the check ``name``.
 
     The function is called as ``func(instance, job)`` and returns ``None`` (done), a timedelta
     or an aware datetime (check again then). ``model`` (``"app.Model"`` or the class) is the
     model whose instances it is about; the keyword arguments override the ``PRESCIENT`` settings
-    for this check alone.
+    for this check alone (``error_handler``: a callable, e.g.
+    ``prescient.errors.error_rate()``, in place of ``ERROR_HANDLER``).
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError("A check needs a non-empty name")
     label = _model_label(model)
+    if error_handler is not None and not callable(error_handler):
+        raise TypeError(f"error_handler must be callable, got {type(error_handler).__name__}")
 
     def decorator(func: F) -> F:
         entry = Check(
@@ -108,6 +137,7 @@ def check(
             max_checks=max_checks,
             horizon_days=horizon_days,
             max_retries=max_retries,
+            error_handler=error_handler,
         )
         existing = _registry.get(name)
         if existing is not None and _identity(existing.func) != _identity(func):

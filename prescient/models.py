@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
+from . import interrupts
+from .cleaning import unstorable
 from .states import Outcome, State
+
+#: Largest checkpoint a job may keep, in bytes of JSON.
+CHECKPOINT_LIMIT = 64 * 1024
 
 
 class FutureJobQuerySet(models.QuerySet["FutureJob"]):
@@ -70,8 +77,19 @@ class FutureJob(models.Model):
     queue = models.CharField(_("queue"), max_length=100, blank=True, default="", db_default="")
     priority = models.SmallIntegerField(_("priority"), default=0, db_default=0)
     payload = models.JSONField(_("payload"), null=True, blank=True, help_text=_("A task's arguments and attempts."))
+    checkpoint_data = models.JSONField(
+        _("checkpoint"), null=True, blank=True, help_text=_("What the last checkpoint of the job's runs saved.")
+    )
+    sleep_until = models.DateTimeField(
+        _("sleep requested until"), null=True, blank=True,
+        help_text=_("Set when a job is slept while its run is in flight: the job is due then once the run returns."),
+    )
 
     objects = FutureJobQuerySet.as_manager()
+
+    #: Writes a checkpoint: set by :mod:`prescient.engine.store`, the one writer of job rows
+    #: (this module sits below it and cannot import it).
+    checkpoint_writer: ClassVar[Callable[[FutureJob, Any], None] | None] = None
 
     class Meta:
         verbose_name = _("future job")
@@ -102,6 +120,31 @@ class FutureJob(models.Model):
     def in_flight(self) -> bool:
         return bool(self.reserved_by)
 
+    def should_stop(self) -> bool:
+        """Whether this run is asked to stop: its job was paused, killed or slept, or its worker
+        is stopping. Cheap (nothing is read from the database): call it in a loop, and return
+        ``prescient.RELEASE`` (or anything else) to stop early."""
+        return interrupts.asked(self.reserved_by, self.pk)
+
+    def checkpoint(self, data: Any) -> None:
+        """Keep ``data`` (JSON, at most 64 KB) on the job at once, in a transaction of its own
+        (unless the check runs inside one of its own): the next run of this job, after a
+        failure, a timeout, a lost worker or a release, finds it in :attr:`checkpoint_data`.
+        Raises TypeError or ValueError, writing nothing, when it cannot be kept."""
+        try:
+            text = json.dumps(data, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"A checkpoint must be JSON: {exc}") from None
+        if len(text.encode("utf-8", "surrogatepass")) > CHECKPOINT_LIMIT:
+            raise ValueError(f"A checkpoint may hold at most {CHECKPOINT_LIMIT} bytes of JSON")
+        problem = unstorable(data, "the checkpoint")
+        if problem:
+            raise ValueError(problem)
+        writer = type(self).checkpoint_writer
+        if writer is None:  # pragma: no cover - set when the store is imported
+            raise RuntimeError("prescient's store is not loaded")
+        writer(self, json.loads(text))
+
 
 class JobHistory(models.Model):
     """Exactly one row per job that left the live table, written in the same transaction."""
@@ -131,6 +174,9 @@ class JobHistory(models.Model):
     )
     errors = models.JSONField(
         _("errors"), default=list, blank=True, help_text=_("The job's recent errors when it ended.")
+    )
+    checkpoint_data = models.JSONField(
+        _("checkpoint"), null=True, blank=True, help_text=_("The job's last checkpoint when it ended.")
     )
 
     class Meta:
@@ -170,6 +216,7 @@ class JobHistory(models.Model):
             "priority": job.priority,
             "payload": job.payload,
             "errors": job.recent_errors,
+            "checkpoint_data": job.checkpoint_data,
         }
         fields.update(extra)
         return cls(**fields)

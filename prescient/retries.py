@@ -9,6 +9,7 @@ datetime, kept as it is: the built-ins round it to a slot with :mod:`prescient.s
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -21,6 +22,8 @@ from prescient.conf import setting
 if TYPE_CHECKING:
     from prescient.checks import Check
     from prescient.models import FutureJob
+
+logger = logging.getLogger(__name__)
 
 ErrorHandler = Callable[["FutureJob", "Check | None", datetime], datetime | None]
 
@@ -43,6 +46,43 @@ def exponential_backoff(job: FutureJob, check: Check | None, now: datetime) -> d
     slot_minutes = int(setting("SLOT_MINUTES"))
     wait = timedelta(minutes=slot_minutes) * (2 ** max(job.failure_count - 1, 0))
     return slots.next_check(now + wait, now, slot_minutes)
+
+
+def error_rate(
+    max_errors: int = 8, within: timedelta = timedelta(hours=4), retry_after: timedelta = timedelta(minutes=10)
+) -> ErrorHandler:
+    """A handler that fails the job once it has had ``max_errors`` failed runs within
+    ``within`` (counting this one), and otherwise retries it ``retry_after`` later, rounded up
+    to a slot. The defaults are Metafora's: 8 errors in 4 hours, else 10 minutes later.
+
+    Failed runs are counted from the job's recent errors, so ``RECENT_ERRORS`` must keep at
+    least ``max_errors`` of them (the default keeps 10); with fewer, the job fails once all it
+    keeps are within ``within`` (and a warning is logged).
+    """
+    if max_errors < 1:
+        raise ValueError(f"max_errors must be at least 1, got {max_errors}")
+    if within <= timedelta(0) or retry_after < timedelta(0):
+        raise ValueError("within must be positive and retry_after not negative")
+
+    def handler(job: FutureJob, check: Check | None, now: datetime) -> datetime | None:
+        kept = int(setting("RECENT_ERRORS"))
+        if kept < max_errors:  # not enough errors kept to count: fail at as many as are kept
+            logger.warning("error_rate(%s, ...) needs RECENT_ERRORS >= %s (it is %s)", max_errors, max_errors, kept)
+        since = now - within
+        recent = 0
+        for entry in job.recent_errors:
+            try:
+                at = datetime.fromisoformat(entry["at"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            if at.tzinfo is not None and at > since:
+                recent += 1
+        if recent >= min(max_errors, max(kept, 1)):
+            return None
+        return slots.round_up(now + retry_after, int(setting("SLOT_MINUTES")))
+
+    handler.__qualname__ = handler.__name__ = f"error_rate({max_errors}, {within}, {retry_after})"
+    return handler
 
 
 def get_handler() -> ErrorHandler:

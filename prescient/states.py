@@ -38,7 +38,7 @@ class Event(models.TextChoices):
     RESCHEDULE = "reschedule", _("reschedule")  # the check asked to be called again
     RETRY = "retry", _("retry")  # a failed run will be retried
     FINISH = "finish", _("finish")  # the run ended the job (any outcome)
-    HAND_BACK = "hand_back", _("hand back")  # a stopping worker returns an unfinished claim
+    HAND_BACK = "hand_back", _("hand back")  # a claim returned unrun, or a run that returned RELEASE
     BURY = "bury", _("bury")  # a tick's reservation went stale: parked for a person
     RECLAIM = "reclaim", _("reclaim")  # a worker stopped heart-beating: its claim is run again
     PAUSE = "pause", _("pause")
@@ -74,6 +74,7 @@ MOVES: dict[tuple[str, str], str] = {
     (S.RUNNING, E.RECLAIM): S.SCHEDULED,
     (S.RUNNING, E.PAUSE): S.PAUSED,  # the run goes on; the job remembers ``running``
     (S.RUNNING, E.RELEASE): S.RUNNING,  # idempotent
+    (S.RUNNING, E.SLEEP): S.SCHEDULED,  # deferred: the run returns, its result is discarded
     (S.RUNNING, E.KILL): END,  # deferred: the run returns, its result is discarded
     (S.RUNNING, E.CANCEL): END,  # deferred likewise
     (S.PAUSED, E.RESCHEDULE): S.PAUSED,  # stays paused, remembers ``scheduled``
@@ -84,7 +85,8 @@ MOVES: dict[tuple[str, str], str] = {
     (S.PAUSED, E.RECLAIM): S.PAUSED,
     (S.PAUSED, E.PAUSE): S.PAUSED,  # idempotent
     (S.PAUSED, E.RELEASE): LAST,
-    (S.PAUSED, E.SLEEP): S.PAUSED,  # new due time, still paused
+    (S.PAUSED, E.RUN_NOW): LAST,  # released and due now (Metafora's Run); a run in flight goes on
+    (S.PAUSED, E.SLEEP): S.PAUSED,  # new due time, still paused (deferred while a run is in flight)
     (S.PAUSED, E.KILL): END,
     (S.PAUSED, E.CANCEL): END,
     (S.BURIED, E.RUN_NOW): S.SCHEDULED,

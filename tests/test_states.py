@@ -126,6 +126,14 @@ def test_every_state_and_event__lands_where_the_table_says_or_is_refused(make_jo
     apply(event, job, thing, t0)
     after = snapshot(job.pk)
 
+    if before["reserved_by"] and event == Event.SLEEP:
+        # Deferred like kill: the run in flight returns, its result is discarded, and the job
+        # is due when asked (a paused one stays paused).
+        assert after["state"] == state and after["sleep_until"] == t0 + timedelta(minutes=60)
+        settle_completed(job.pk, t0)
+        after = snapshot(job.pk)
+        assert after["next_check_at"] == t0 + timedelta(minutes=60) and after["sleep_until"] is None
+
     if expected != END:
         assert after is not None, "the job left the live table"
         assert after["state"] == expected

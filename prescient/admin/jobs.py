@@ -46,10 +46,11 @@ from prescient.admin.display import (
     when,
 )
 from prescient.admin.graph import LinksMixin
+from prescient.admin.sleep import sleep_jobs
 from prescient.checks import get_check
 from prescient.conf import setting
 from prescient.engine import verbs as services
-from prescient.exceptions import InvalidTransition, UnknownCheck
+from prescient.exceptions import InvalidTime, InvalidTransition, UnknownCheck
 from prescient.kinds.links import admin_url
 from prescient.models import FutureJob, JobHistory
 
@@ -153,7 +154,7 @@ class FutureJobAdmin(DashboardMixin, LinksMixin, ConsoleListMixin, _AdminBase):
     date_hierarchy = "next_check_at"
     ordering = ["next_check_at", "id"]
     show_full_result_count = False
-    actions = ["pause_jobs", "release_jobs", "run_jobs_now", "kill_jobs"]
+    actions = ["pause_jobs", "release_jobs", "run_jobs_now", sleep_jobs, "kill_jobs"]
     fieldsets = [
         (None, {"fields": ["entity", "job_exec", "state_badge", "last_state", "next_check"]}),
         (_("Workflow"), {"fields": ["workflow", "workflow_links"]}),
@@ -313,7 +314,7 @@ class FutureJobAdmin(DashboardMixin, LinksMixin, ConsoleListMixin, _AdminBase):
         for job in jobs:
             try:
                 what = verb(job)
-            except (InvalidTransition, services.JobNotFound) as exc:
+            except (InvalidTransition, InvalidTime, services.JobNotFound) as exc:
                 skipped += 1
                 if skipped <= MAX_SKIP_MESSAGES:
                     messages.warning(

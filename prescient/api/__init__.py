@@ -4,6 +4,8 @@ Mount it in the host's URLconf with ``path("prescient/", include("prescient.urls
 
 - :mod:`~prescient.api.views`: the endpoints (a django-ninja ``NinjaAPI``, which also serves the
   OpenAPI document built from the same code).
+- :mod:`~prescient.api.commands`: the commands to one job (pause, release, run now, sleep,
+  kill), registered on the same API.
 - :mod:`~prescient.api.schemas`: request and response payloads.
 - :mod:`~prescient.api.auth`: API tokens and Django sessions, Django permissions, token scopes.
 - :mod:`~prescient.api.tokens`: issuing, checking and revoking API tokens.
@@ -11,3 +13,5 @@ Mount it in the host's URLconf with ``path("prescient/", include("prescient.urls
 
 Every change to a job goes through the verbs of :mod:`prescient.engine.verbs`.
 """
+
+from . import commands as commands  # registers the commands' endpoints on views.api

@@ -157,6 +157,15 @@ class KillIn(Strict):
     )
 
 
+class SleepIn(Strict):
+    at: AwareTime = Field(
+        description=(
+            "When the job is next due (rounded up to a slot; at most a day in the past, within the check's "
+            "horizon). A job whose run is in flight is asked to stop; its result is discarded when it returns."
+        )
+    )
+
+
 class TaskFilters(Schema):
     state: State | None = Field(None, description="Only jobs in this state.")
     check: Text | None = Field(None, max_length=200, description="Only jobs of this check.")

@@ -36,8 +36,6 @@ from .schemas import (
     Health,
     HistoryFilters,
     HistoryPage,
-    KillIn,
-    KillOut,
     Task,
     TaskFilters,
     TaskIn,
@@ -267,70 +265,6 @@ def list_tasks(request: HttpRequest, filters: Query[TaskFilters]) -> Any:
 )
 def get_task(request: HttpRequest, job_id: int) -> Any:
     return task_out(_job(caller(request), job_id))
-
-
-@api.post(
-    "tasks/{job_id}/pause",
-    auth=needs(CHANGE),
-    response={200: Task, **_errors(400, 401, 403, 404, 409, 503)},
-    tags=["tasks"],
-    operation_id="pause_task",
-    summary="Pause a job",
-)
-def pause_task(request: HttpRequest, job_id: int) -> Any:
-    """A scheduled job is no longer claimed; a running one finishes its run and stays paused.
-    Pausing a paused job changes nothing; a buried job cannot be paused (409)."""
-    job = _job(caller(request), job_id)
-    verbs.pause(job=job.pk)
-    return task_out(_fresh(job.pk))
-
-
-@api.post(
-    "tasks/{job_id}/release",
-    auth=needs(CHANGE),
-    response={200: Task, **_errors(400, 401, 403, 404, 409, 503)},
-    tags=["tasks"],
-    operation_id="release_task",
-    summary="Release a paused job",
-)
-def release_task(request: HttpRequest, job_id: int) -> Any:
-    """Back to the state it was paused in. Releasing a job that is not paused changes nothing;
-    a buried job cannot be released (409)."""
-    job = _job(caller(request), job_id)
-    verbs.release(job=job.pk)
-    return task_out(_fresh(job.pk))
-
-
-@api.post(
-    "tasks/{job_id}/run",
-    auth=needs(CHANGE),
-    response={200: Task, **_errors(400, 401, 403, 404, 409, 503)},
-    tags=["tasks"],
-    operation_id="run_task",
-    summary="Make a job due now",
-)
-def run_task(request: HttpRequest, job_id: int) -> Any:
-    """A scheduled or buried job becomes due at once (the next tick runs it); 409 otherwise."""
-    job = _job(caller(request), job_id)
-    return task_out(verbs.run_now(job.pk))
-
-
-@api.post(
-    "tasks/{job_id}/kill",
-    auth=needs(CHANGE),
-    response={200: KillOut, **_errors(400, 401, 403, 404, 409, 503)},
-    tags=["tasks"],
-    operation_id="kill_task",
-    summary="End a job, with a reason",
-)
-def kill_task(request: HttpRequest, job_id: int, payload: KillIn) -> Any:
-    """The job ends with outcome ``killed``. A job whose run is in flight ends when the run
-    returns (``result: requested``)."""
-    principal = caller(request)
-    job = _job(principal, job_id)
-    result = verbs.kill(job.pk, payload.reason)
-    logger.info("api: job id=%s kill %s by user=%s", job.pk, result, principal.user.pk)
-    return {"id": job.pk, "result": result}
 
 
 # --- workflows --------------------------------------------------------------------------------

@@ -176,8 +176,14 @@ def _guard_sql(model: type[models.Model], guard: dict[str, Any] | None) -> tuple
         return "", []
     meta, table = model._meta, _qn(model._meta.db_table)
     fields = [cast(Field, meta.get_field(name)) for name in guard]
-    sql = "".join(f" AND {table}.{quote_column(f)} = %s" for f in fields)
-    return sql, [f.get_db_prep_save(value, connection) for f, value in zip(fields, guard.values(), strict=True)]
+    sql, params = "", list[Any]()
+    for f, value in zip(fields, guard.values(), strict=True):
+        if value is None:  # a guard that a column is empty
+            sql += f" AND {table}.{quote_column(f)} IS NULL"
+        else:
+            sql += f" AND {table}.{quote_column(f)} = %s"
+            params.append(f.get_db_prep_save(value, connection))
+    return sql, params
 
 
 def update_rows(

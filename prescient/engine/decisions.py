@@ -23,8 +23,10 @@ logger = logging.getLogger("prescient.engine")
 
 #: Summary keys besides the outcomes.
 RESCHEDULED, RETRIED, DISCARDED, BURIED = "rescheduled", "retried", "discarded", "buried"
-HANDED_BACK = "handed_back"
-SUMMARY_KEY: dict[str, str] = {Event.RESCHEDULE: RESCHEDULED, Event.RETRY: RETRIED, Event.HAND_BACK: HANDED_BACK}
+HANDED_BACK, SLEPT = "handed_back", "slept"
+SUMMARY_KEY: dict[str, str] = {
+    Event.RESCHEDULE: RESCHEDULED, Event.RETRY: RETRIED, Event.HAND_BACK: HANDED_BACK, Event.SLEEP: SLEPT,
+}
 
 
 @dataclass
@@ -53,8 +55,7 @@ class TickSummary:
 
     def line(self) -> str:
         order = [o.value for o in Outcome] + [RESCHEDULED, RETRIED, BURIED, DISCARDED]
-        if self.counts.get(HANDED_BACK):
-            order.append(HANDED_BACK)
+        order.extend(key for key in (HANDED_BACK, SLEPT) if self.counts.get(key))
         parts = [f"{key}={self.counts.get(key, 0)}" for key in order]
         return f"prescient tick: processed={self.processed} " + " ".join(parts)
 
@@ -76,7 +77,8 @@ def failure(decision: Decision, definition: Check | None, error: str, now: datet
     decision.error = error
     job.failure_count += 1
     record_error(job, error, now)
-    retry_at = get_handler()(job, definition, now)
+    handler = definition.error_handler if definition is not None and definition.error_handler else get_handler()
+    retry_at = handler(job, definition, now)
     if retry_at is None:
         decision.event, decision.outcome = Event.FINISH, Outcome.FAILED
     else:

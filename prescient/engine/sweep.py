@@ -11,6 +11,7 @@ it looks each job's kind up (:mod:`prescient.engine.kind`).
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +22,7 @@ from django.db import connection
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 
+from prescient import interrupts
 from prescient.checks import Check
 from prescient.conf import stale_after_seconds
 from prescient.exceptions import PrescientError
@@ -195,19 +197,36 @@ def run_group(
     """Start a group of jobs claimed under ``token`` (one statement), load what they need (one
     query per kind), then run them one after the other; yields each one's decision, in order.
 
-    Jobs paused, killed or taken away since their claim are handed back unstarted. ``started``:
-    the claim started them already (it was handed straight to this runner), so they are only
-    read again, not written. ``before_run(job)`` is called just before each run.
+    Jobs paused, killed or taken away since their claim are handed back unstarted, and so are
+    those asked to stop (:mod:`prescient.interrupts`) before their turn: a pause that arrives
+    while the group runs stops the jobs of the group that have not started. Their states are
+    read again before a run whenever the last look is older than :data:`LOOK_AGAIN_SECONDS`
+    (on SQLite, which delivers no notifications, before every run). ``started``: the claim
+    started them already (it was handed straight to this runner), so they are only read again,
+    not written. ``before_run(job)`` is called just before each run.
     """
     ok = store.still_startable(jobs, token) if started else store.start_runs(jobs, token)
+    looked = time.monotonic()
+    again = LOOK_AGAIN_SECONDS if connection.vendor == "postgresql" else 0.0
     contexts = prepare([job for job in jobs if job.pk in ok])
-    for job in jobs:
+    for index, job in enumerate(jobs):
+        if job.pk in ok and (interrupts.stopping_all() or interrupts.asked(token, job.pk)):
+            ok.discard(job.pk)
+        elif job.pk in ok and index and time.monotonic() - looked > again:
+            ok &= store.still_startable([other for other in jobs[index:] if other.pk in ok], token)
+            looked = time.monotonic()
         if job.pk not in ok:
             yield hand_back(job)
             continue
         if before_run is not None:
             before_run(job)
         yield run_one(job, contexts.get(job.pk), now)
+
+
+#: Seconds a look at a started group's states stays fresh on PostgreSQL: a job of the group
+#: whose last look is older is read again just before its run (a pause or kill that arrived
+#: meanwhile hands it back unstarted). Workers also learn of pauses at once, by NOTIFY.
+LOOK_AGAIN_SECONDS = 0.05
 
 
 #: Seconds of work started at once. Runs are started (one statement) and their entities loaded
@@ -296,5 +315,6 @@ def sweep_batch(
     finally:
         if watch is not None:
             watch(token, None)
+        interrupts.forget(token)
     store.settle(decisions, token, now, summary)
     return len(jobs)

@@ -13,93 +13,22 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, models, transaction
-from django.utils import timezone
 
-from prescient import slots, states
 from prescient.checks import Check, get_check
-from prescient.conf import setting
-from prescient.exceptions import InvalidEntity, InvalidTime
+from prescient.exceptions import InvalidEntity
 from prescient.exceptions import JobNotFound as JobNotFound  # re-exported: it used to live here
 from prescient.models import FutureJob
 from prescient.states import Event, Outcome, State
 
 from . import bulk, dependencies, store
+from .commands import _set_due, kill, pause, release, run_now, sleep  # re-exported: the verbs are one API
 from .dependencies import ParentRef
 from .store import notify
-from .sweep import definition_of
+from .targets import _end, _lock, _now, _slot_minutes, due_time, entity_ref  # noqa: F401 (used, re-exported)
 
 logger = logging.getLogger(__name__)
 
 CheckRef = str | Callable[..., Any] | Check
-
-
-# --- helpers -------------------------------------------------------------------------------
-
-
-def _now(now: datetime | None) -> datetime:
-    return timezone.now() if now is None else slots.require_aware(now, "now")
-
-
-def _slot_minutes() -> int:
-    return int(setting("SLOT_MINUTES"))
-
-
-def entity_ref(entity: models.Model, check: Check) -> tuple[str, str]:
-    """``(entity_name, entity_key)`` of a saved instance, checked against the check's model."""
-    if not isinstance(entity, models.Model):
-        raise InvalidEntity(
-            f"Check {check.name!r} needs a model instance, got {type(entity).__name__}"
-        )
-    if entity.pk is None:
-        raise InvalidEntity(f"{entity._meta.label} instance is not saved (its pk is None)")
-    label = entity._meta.label_lower
-    if check.model_label is not None and label != check.model_label:
-        raise InvalidEntity(
-            f"Check {check.name!r} is about {check.model_label}, got a {label} instance"
-        )
-    return label, str(entity.pk)
-
-
-def due_time(
-    check: Check, now: datetime, at: datetime | None = None, delay: timedelta | None = None
-) -> datetime:
-    """The slot a new job is first due in: ``at``, ``now + delay`` or ``now``, rounded up."""
-    if at is not None and delay is not None:
-        raise InvalidTime("Give either at or delay, not both")
-    if at is not None:
-        due = slots.require_aware(at, "at")
-    elif delay is not None:
-        if not isinstance(delay, timedelta):
-            raise InvalidTime(f"delay must be a timedelta, got {type(delay).__name__}")
-        due = now + delay
-    else:
-        due = now
-    if due > now + check.horizon:
-        raise InvalidTime(
-            f"Due time {due.isoformat()} is beyond the horizon of check {check.name!r} "
-            f"({check.horizon.days} days from now)"
-        )
-    return slots.round_up(due, _slot_minutes())
-
-
-def _lock(job: FutureJob | int) -> FutureJob:
-    pk = job.pk if isinstance(job, FutureJob) else job
-    try:
-        return FutureJob.objects.select_for_update().get(pk=pk)
-    except (FutureJob.DoesNotExist, ValueError, TypeError):
-        raise JobNotFound(pk) from None
-
-
-def _end(job: FutureJob, event: str, outcome: str, reason: str, now: datetime) -> str:
-    """End a locked job now, or, if its run is in flight, once the run returns."""
-    states.target(job, event)
-    if job.in_flight:
-        store.request_end(job, outcome, reason)
-        logger.info("job id=%s %s requested while its run is in flight", job.pk, outcome)
-        return "requested"
-    job.end_reason = reason
-    store.end_job(job, outcome, now)
-    return "ended"
 
 
 # --- scheduling ------------------------------------------------------------------------------
@@ -320,126 +249,7 @@ def cancel(entity: models.Model, check: CheckRef, *, now: datetime | None = None
         return True
 
 
-# --- commands on one job ---------------------------------------------------------------------
-
-
-def _set_due(job: FutureJob, event: str, when: datetime) -> FutureJob:
-    to = states.target(job, event)
-    job.state = to
-    job.next_check_at = when
-    if to != State.PAUSED:
-        job.last_state = ""
-    store.save(job, ["state", "next_check_at", "last_state"])
-    return job
-
-
-def run_now(job: FutureJob | int, *, now: datetime | None = None) -> FutureJob:
-    """Make a scheduled or buried job due at once, without waiting for a slot."""
-    now = _now(now)
-    with transaction.atomic():
-        locked = _set_due(_lock(job), Event.RUN_NOW, now)
-        notify()
-        return locked
-
-
-def sleep(job: FutureJob | int, at: datetime, *, now: datetime | None = None) -> FutureJob:
-    """Move a job's next check to ``at`` (rounded up to a slot, within a day before ``now`` and
-    the check's horizon after it); a paused job stays paused."""
-    now = _now(now)
-    slots.require_aware(at, "at")
-    if at < now - timedelta(days=1):
-        raise InvalidTime(f"{at.isoformat()} is more than a day before now")
-    with transaction.atomic():
-        locked = _lock(job)
-        entry = definition_of(locked)
-        if entry is not None and at > now + entry.horizon:
-            raise InvalidTime(f"{at.isoformat()} is beyond the horizon of check {entry.name!r}")
-        return _set_due(locked, Event.SLEEP, slots.round_up(at, _slot_minutes()))
-
-
-def kill(job: FutureJob | int, reason: str, *, now: datetime | None = None) -> str:
-    """End a job with outcome ``killed`` and ``reason``.
-
-    Returns ``"ended"``, or ``"requested"`` when its run is in flight: the run returns, its
-    result is discarded and the job ends ``killed``.
-    """
-    if not reason or not reason.strip():
-        raise ValueError("A kill needs a reason")
-    now = _now(now)
-    with transaction.atomic():
-        store.links.lock_workflows_of_children([job.pk if isinstance(job, FutureJob) else job])  # before the job
-        return _end(_lock(job), Event.KILL, Outcome.KILLED, reason.strip(), now)
-
-
-# --- pause and release -----------------------------------------------------------------------
-
-
-def _pause_job(job: FutureJob | int) -> int:
-    locked = _lock(job)
-    to = states.target(locked, Event.PAUSE)
-    if locked.state == to:
-        return 0
-    locked.last_state, locked.state = locked.state, to
-    store.save(locked, ["state", "last_state"])
-    return 1
-
-
-def _release_job(job: FutureJob | int) -> int:
-    locked = _lock(job)
-    to = states.target(locked, Event.RELEASE)
-    if locked.state == to:
-        return 0
-    locked.state, locked.last_state = to, ""
-    store.save(locked, ["state", "last_state"])
-    return 1
-
-
-def _one_of(workflow: str | None, job: FutureJob | int | None) -> None:
-    if (workflow is None) == (job is None):
-        raise ValueError("Give exactly one of workflow= or job=")
-    if workflow is not None and not workflow:
-        # "" means "no workflow": jobs without one are never paused as a group.
-        raise ValueError("A workflow name must not be empty")
-
-
-def pause(
-    *, workflow: str | None = None, job: FutureJob | int | None = None, now: datetime | None = None
-) -> int:
-    """Pause a workflow (and every job in it) or one job; returns how many jobs became paused.
-
-    Scheduled jobs stop being claimed; running ones go on and are marked paused. Each job
-    remembers its last state for :func:`release`. Idempotent. Pausing one job whose state does
-    not allow it (buried) raises InvalidTransition; a workflow's buried jobs are left alone.
-    """
-    now = _now(now)
-    _one_of(workflow, job)
-    with transaction.atomic():
-        if workflow is None:
-            count = _pause_job(job)  # type: ignore[arg-type]
-        else:
-            store.lock_workflow(workflow, for_update=True)
-            count = store.pause_workflow(workflow, now)
-    logger.info("paused %s job(s) of %s", count, workflow if workflow is not None else f"job {job}")
-    return count
-
-
-def release(
-    *, workflow: str | None = None, job: FutureJob | int | None = None, now: datetime | None = None
-) -> int:
-    """Return paused jobs to their last state; returns how many were released. Idempotent.
-
-    Jobs paused while scheduled become scheduled (overdue ones run at the next tick); jobs
-    paused while their run was in flight go back to running and are not started again.
-    """
-    _now(now)
-    _one_of(workflow, job)
-    with transaction.atomic():
-        if workflow is None:
-            count = _release_job(job)  # type: ignore[arg-type]
-        else:
-            store.lock_workflow(workflow, for_update=True)
-            count = store.release_workflow(workflow)
-        if count:
-            notify()  # released jobs may be overdue
-    logger.info("released %s job(s) of %s", count, workflow if workflow is not None else f"job {job}")
-    return count
+__all__ = [
+    "CheckRef", "JobNotFound", "cancel", "due_time", "entity_ref", "kill", "pause", "release", "run_now", "schedule",
+    "schedule_job", "schedule_many", "sleep",
+]

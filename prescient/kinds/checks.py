@@ -19,7 +19,7 @@ from django.db import models
 from django.db.models import F
 
 from prescient import slots
-from prescient.checks import Check, get_check, registered
+from prescient.checks import RELEASE, Check, get_check, registered
 from prescient.conf import setting
 from prescient.engine import bulk, runner
 from prescient.engine.decisions import Decision, failure
@@ -70,6 +70,10 @@ def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime
         return failure(decision, check, result.error, now)
     if value is None:
         decision.outcome = Outcome.COMPLETED
+        return decision
+    if value is RELEASE:  # the claim handed back: nothing counted, due at the next slot
+        decision.event, decision.ran = Event.HAND_BACK, False
+        decision.next_check_at = slots.next_after(now, int(setting("SLOT_MINUTES")))
         return decision
     if isinstance(value, timedelta):
         try:

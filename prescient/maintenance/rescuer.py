@@ -89,6 +89,12 @@ def rescue(now: datetime) -> int:
                 store.end_job(job, job.end_requested, now)
                 logger.warning("job id=%s ended %s: %s", job.pk, job.end_requested, error)
                 continue
+            if job.sleep_until is not None:  # slept during the lost run: due when asked
+                job.next_check_at = job.sleep_until
+                store.clear_reservation(job, states.target(job, Event.SLEEP))
+                moved += 1
+                logger.warning("job id=%s slept: %s", job.pk, error)
+                continue
             if job.reserved_by.startswith(WORKER_TOKEN_PREFIX):
                 reclaim(job, now)
                 moved += 1

@@ -8,6 +8,7 @@ import ctypes
 import os
 import signal
 import sys
+import threading
 from multiprocessing.connection import Connection
 
 
@@ -40,7 +41,27 @@ def _limit_memory(megabytes: int | None) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def main(conn: Connection, parent: int, memory_mb: int | None = None) -> None:
+def _listen_for_commands(control: Connection) -> None:
+    """Read what the worker tells the runs of this process (in a thread of its own, so a run in
+    flight learns of it): ``("stop", token, ids)``: those runs are asked to stop (a pause, kill
+    or sleep); ``("all",)``: every run is (the worker is stopping). See ``job.should_stop()``."""
+    from prescient import interrupts
+
+    # Signals stay the main thread's, as before this thread existed: a process-directed SIGALRM
+    # that the run blocks must not be taken by this thread instead (which would interrupt it).
+    signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    while True:
+        try:
+            message = control.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "all":
+            interrupts.ask_all()
+        elif message[0] == "stop":
+            interrupts.ask(message[1], message[2])
+
+
+def main(conn: Connection, parent: int, memory_mb: int | None = None, control: Connection | None = None) -> None:
     _die_with_parent()
     if os.getppid() != parent:  # the worker died before prctl took effect
         os._exit(1)
@@ -52,9 +73,12 @@ def main(conn: Connection, parent: int, memory_mb: int | None = None) -> None:
     django.setup()
     from django.db import connections
 
+    from prescient import interrupts
     from prescient.engine import sweep
 
     _limit_memory(memory_mb)
+    if control is not None:
+        threading.Thread(target=_listen_for_commands, args=(control,), name="prescient-commands", daemon=True).start()
     conn.send("ready")
     while True:
         try:
@@ -67,9 +91,11 @@ def main(conn: Connection, parent: int, memory_mb: int | None = None) -> None:
         jobs, now, started = message
         # A parcel of jobs of one claim: started together, run one after the other, each
         # decision sent as soon as it is made (the worker watches each run's timeout).
-        for decision in sweep.run_group(jobs, jobs[0].reserved_by, now, started=started):
+        token = jobs[0].reserved_by
+        for decision in sweep.run_group(jobs, token, now, started=started):
             try:
                 conn.send(decision)
             except Exception as exc:  # an unpicklable piece of a decision: report it plainly
                 conn.send(sweep.failed_run(decision.job, f"{type(exc).__name__}: {exc}", now, decision.seconds))
+        interrupts.forget(token)
     connections.close_all()

@@ -1,4 +1,5 @@
-"""Wake-ups: PostgreSQL LISTEN/NOTIFY so an idle worker starts work made due now at once.
+"""Wake-ups: PostgreSQL LISTEN/NOTIFY so an idle worker starts work made due now at once, and a
+busy one learns at once that a run in flight was paused, killed or slept (:data:`STOP_CHANNEL`).
 
 The writer (:func:`prescient.engine.store.notify`) notifies inside its transaction; PostgreSQL
 delivers the notification when (and only if) that transaction commits. Other databases have no
@@ -13,7 +14,7 @@ from typing import Any
 
 from django.db import connection
 
-from prescient.engine.store import CHANNEL, can_listen
+from prescient.engine.store import CHANNEL, STOP_CHANNEL, can_listen
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,20 @@ class Listener:
         }
         conn = psycopg.connect(autocommit=True, **{k: v for k, v in params.items() if v})
         conn.execute(f"LISTEN {CHANNEL}")
+        conn.execute(f"LISTEN {STOP_CHANNEL}")
         return conn
+
+    def drain(self) -> set[str] | None:
+        """The channels notified since the last look, without waiting (None: no connection,
+        so nothing can be known: poll)."""
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = self._connect()
+            return {note.channel for note in self._conn.notifies(timeout=0)}
+        except Exception as exc:
+            logger.warning("listener connection failed (%s); polling until it is back", exc)
+            self.close()
+            return None
 
     def wait(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds for a notification; True if one came.

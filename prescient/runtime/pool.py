@@ -43,6 +43,8 @@ HARD_KILL_AFTER = 2.0
 class Child:
     process: Any
     conn: Connection
+    #: Commands to the runs of the child (read by a thread of its own): see ``interrupt``.
+    control: Connection | None = None
     #: The parcel handed to it whose decisions have not come back yet; the first is in flight.
     jobs: list[FutureJob] = field(default_factory=list)
     now: datetime | None = None
@@ -94,12 +96,15 @@ class Pool:
     def _spawn(self, context: Any = None) -> Child:
         context = context or self._context
         ours, theirs = context.Pipe()
+        commands_in, commands_out = context.Pipe(duplex=False)  # the child reads, this process writes
         process = context.Process(
-            target=child_main, args=(theirs, os.getpid(), self.memory_mb), name="prescient-child", daemon=True
+            target=child_main, args=(theirs, os.getpid(), self.memory_mb, commands_in), name="prescient-child",
+            daemon=True,
         )
         process.start()
         theirs.close()
-        return Child(process=process, conn=ours)
+        commands_in.close()
+        return Child(process=process, conn=ours, control=commands_out)
 
     @staticmethod
     def _await_ready(child: Child, timeout: float = 60.0) -> None:
@@ -158,6 +163,32 @@ class Pool:
                 decisions.extend(self._replace(child, "overran"))
         return decisions
 
+    def interrupt(self, claims: set[tuple[str, int]]) -> int:
+        """Ask the runs of ``claims`` (``(token, id)``) to stop, in the children that have them
+        (the run in flight, or one of its parcel not started yet); returns how many were told."""
+        told = 0
+        for child in self.busy:
+            mine = [pk for job in child.jobs for token, pk in claims if (job.reserved_by, job.pk) == (token, pk)]
+            if mine:
+                told += len(mine)
+                self._command(child, ("stop", child.jobs[0].reserved_by, mine))
+        return told
+
+    def interrupt_all(self) -> None:
+        """Ask every run in flight to stop, and the rest of each parcel not to start (the worker
+        is stopping)."""
+        for child in self.busy:
+            self._command(child, ("all",))
+
+    @staticmethod
+    def _command(child: Child, message: tuple[Any, ...]) -> None:
+        if child.control is None:
+            return
+        try:
+            child.control.send(message)
+        except (BrokenPipeError, OSError):
+            pass  # it died: collect() deals with it
+
     def _free(self, child: Child) -> None:
         child.jobs, child.now = [], None
         if self.max_runs and child.runs >= self.max_runs:
@@ -174,6 +205,7 @@ class Pool:
             child.process.kill()
             child.process.join(5)
         child.conn.close()
+        self._close_control(child)
         fresh = self._spawn()
         self.children[self.children.index(child)] = fresh
         self._await_ready(fresh)
@@ -194,11 +226,17 @@ class Pool:
             error = f"ChildDied: the process running {job.job_exec} exited with code {code}"
         logger.error("job id=%s %s", job.pk, error)
         child.conn.close()
+        self._close_control(child)
         rest = child.jobs[1:]
         index = self.children.index(child)
         self.children[index] = fresh = self._spawn()
         self._await_ready(fresh)
         return [sweep.failed_run(job, error, now, seconds), *(sweep.hand_back(other) for other in rest)]
+
+    @staticmethod
+    def _close_control(child: Child) -> None:
+        if child.control is not None:
+            child.control.close()
 
     def abandon(self) -> list[FutureJob]:
         """Kill every child; return the jobs they were running (to be handed back)."""
@@ -208,6 +246,7 @@ class Pool:
                 child.process.kill()
             child.process.join(5)
             child.conn.close()
+            self._close_control(child)
         self.children = []
         return jobs
 
@@ -223,4 +262,5 @@ class Pool:
                 child.process.kill()
                 child.process.join(5)
             child.conn.close()
+            self._close_control(child)
         self.children = []

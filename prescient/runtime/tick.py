@@ -5,7 +5,9 @@ after batch is swept until nothing due is left. Jobs re-scheduled or retried dur
 are due after ``now`` and so are not run twice by it.
 
 While a batch runs, a guard thread renews its leases (so a healthy run never looks stale,
-whatever its timeout) and watches the run in progress: a check that will not stop at its
+whatever its timeout), tells the runs of the batch that were paused, killed or slept to stop
+(``job.should_stop()``, by a cheap look at the batch's claims every quarter second) and watches
+the run in progress: a check that will not stop at its
 timeout (it ignores ``SIGALRM``, or is stuck in C code) makes the guard write what the batch has
 so far, fail that run, hand back the runs not started, and, with ``watchdog``, end the process
 with status 3. A tick never blocks forever.
@@ -21,7 +23,7 @@ from datetime import datetime
 
 from django.db import connection
 
-from prescient import slots
+from prescient import interrupts, slots
 from prescient.conf import setting, stale_after_seconds
 from prescient.engine import store, sweep
 from prescient.engine.decisions import BURIED, Decision, TickSummary
@@ -36,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 #: The exit status of a tick ended by its watchdog.
 WATCHDOG_EXIT = 3
+#: Seconds between two looks of the guard at the batch in progress (leases, overruns, commands).
+LOOK_EVERY = 0.25
 
 
 class Guard(threading.Thread):
@@ -60,7 +64,7 @@ class Guard(threading.Thread):
 
     def run(self) -> None:
         try:
-            while not self.stopped.wait(min(self.every, 0.5)):
+            while not self.stopped.wait(min(self.every, LOOK_EVERY)):
                 with self.lock:
                     token, job, since = self.token, self.job, self.started
                 if job is None:
@@ -68,6 +72,11 @@ class Guard(threading.Thread):
                 if time.monotonic() - since > sweep.timeout_of(job) + HARD_KILL_AFTER:
                     self._overrun(token, job, time.monotonic() - since)
                     return
+                # Commands that reach the run: a pause, kill or sleep of a job of the batch
+                # makes its job.should_stop() true (and keeps it from starting).
+                stopped = store.asked_to_stop(token)
+                if stopped:
+                    interrupts.ask(token, [pk for _, pk in stopped])
                 if time.monotonic() - self.renewed >= self.every:
                     self.renewed = time.monotonic()
                     store.renew_leases(token)

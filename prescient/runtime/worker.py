@@ -30,6 +30,7 @@ from prescient.clock import db_clock, db_now, skew_seconds
 from prescient.conf import setting
 from prescient.engine import store, sweep
 from prescient.engine.decisions import BURIED, Decision, TickSummary
+from prescient.engine.store import CHANNEL, STOP_CHANNEL
 from prescient.maintenance import run_due
 from prescient.maintenance.rescuer import Rescuer
 from prescient.models import FutureJob, Worker
@@ -42,6 +43,11 @@ from .pool import Pool
 logger = logging.getLogger(__name__)
 
 DB_ERRORS = (OperationalError, InterfaceError)
+#: Seconds between two looks for commands to the runs in flight (pause, kill, sleep) where no
+#: NOTIFY says when to look (SQLite, or the listener's connection is down).
+COMMAND_LOOK_SECONDS = 0.5
+#: With NOTIFY, the longest between two looks all the same (a notification is never relied on alone).
+COMMAND_FALLBACK_SECONDS = 5.0
 
 
 class Heartbeat(threading.Thread):
@@ -102,6 +108,9 @@ class WorkerProcess:
         self._drained = False
         self._batches = 0
         self._last_settle = time.monotonic()
+        #: Runs in flight already told to stop, and when the database was last asked.
+        self._told: set[tuple[str, int]] = set()
+        self._looked = 0.0
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -187,7 +196,8 @@ class WorkerProcess:
         assert self.pool is not None
         self._feed()
         if self.pool.busy:
-            decisions = self.pool.collect(timeout=0.5)
+            self._pass_on_commands()
+            decisions = self.pool.collect(timeout=COMMAND_LOOK_SECONDS)
             for decision in decisions:
                 self.pacer.record(decision)
             self.unsettled.extend(decisions)
@@ -252,6 +262,25 @@ class WorkerProcess:
             ):
                 parcel.append(self.backlog.popleft()[0])
             self.pool.submit(child, parcel, now, started=started)
+
+    def _pass_on_commands(self) -> None:
+        """Tell the children which of their runs were paused, killed or slept since their claim
+        (``job.should_stop()``). On PostgreSQL a NOTIFY says when to look; elsewhere, and as a
+        fallback, one look at this worker's claims in flight every :data:`COMMAND_LOOK_SECONDS`."""
+        assert self.pool is not None
+        notified = self.listener.drain() if self.listener is not None else None
+        if notified is not None and CHANNEL in notified:
+            self._drained = False  # work was made due meanwhile
+        since = time.monotonic() - self._looked
+        if notified is not None and STOP_CHANNEL not in notified and since < COMMAND_FALLBACK_SECONDS:
+            return
+        if notified is None and since < COMMAND_LOOK_SECONDS:
+            return
+        self._looked = time.monotonic()
+        asked = set(store.asked_to_stop(f"{self.token}/", prefix=True))
+        if asked - self._told:
+            self.pool.interrupt(asked - self._told)
+        self._told = asked
 
     def _settle(self) -> None:
         self._last_settle = time.monotonic()
@@ -322,6 +351,9 @@ class WorkerProcess:
         grace_until = time.monotonic() + float(setting("WORKER_GRACE_SECONDS"))
         unstarted = [job for job, _, _ in self.backlog]
         self.backlog.clear()
+        # Ask the runs in flight to stop (job.should_stop()): a cooperative check returns
+        # RELEASE at once and its claim is handed back, so the worker need not wait out the grace.
+        self.pool.interrupt_all()
         while self.pool.busy and time.monotonic() < grace_until:
             self.unsettled.extend(self.pool.collect(timeout=min(0.5, grace_until - time.monotonic())))
 

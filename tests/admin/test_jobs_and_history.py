@@ -218,11 +218,51 @@ def test_run_now__makes_a_buried_job_due(admin_client, jobs, t0):
     assert "1 job is due now." in texts(response)
 
 
+def test_run_now__releases_a_paused_job_and_makes_it_due(admin_client, jobs):
+    job = jobs["paused"]
+    before = timezone.now()
+    response = act(admin_client, "run_jobs_now", job)
+    job = reload(job)
+    assert (job.state, job.last_state) == (State.SCHEDULED, "")
+    assert before <= job.next_check_at <= timezone.now()
+    assert "1 job is due now." in texts(response)
+
+
+def test_sleep__asks_for_a_time_then_moves_each_next_check(admin_client, jobs):
+    selected = [jobs["scheduled"], jobs["paused"], jobs["running"]]
+    response = act(admin_client, "sleep_jobs", *selected)
+    assert "prescient/admin/sleep_confirmation.html" in [t.name for t in response.templates]
+    assert "csrfmiddlewaretoken" in response.content.decode()
+    confirm = {"action": "sleep_jobs", "_selected_action": [str(j.pk) for j in selected], "post": "yes"}
+    response = admin_client.post(CHANGELIST, {**confirm, "at": "not a time"})
+    assert response.status_code == 200 and response.context["form"].errors["at"]
+    at = (timezone.now() + timedelta(days=2)).replace(minute=7, second=0, microsecond=0)
+    response = admin_client.post(CHANGELIST, {**confirm, "at": at.strftime("%Y-%m-%d %H:%M")}, follow=True)
+    slot = at.replace(minute=15)
+    assert (reload(jobs["scheduled"]).state, reload(jobs["scheduled"]).next_check_at) == (State.SCHEDULED, slot)
+    assert (reload(jobs["paused"]).state, reload(jobs["paused"]).next_check_at) == (State.PAUSED, slot)
+    running = reload(jobs["running"])
+    assert (running.state, running.sleep_until) == (State.RUNNING, slot)
+    assert "2 jobs sleep until their new time." in texts(response)
+    assert "1 job is running: it is asked to stop, and sleeps once its run returns." in texts(response)
+    assert LogEntry.objects.count() == 3
+
+
+def test_sleep__beyond_the_horizon_is_skipped_with_the_reason(admin_client, jobs):
+    job = jobs["scheduled"]
+    at = timezone.now() + timedelta(days=400)
+    response = admin_client.post(
+        CHANGELIST, {"action": "sleep_jobs", "_selected_action": [str(job.pk)], "post": "yes",
+                     "at": at.strftime("%Y-%m-%d %H:%M")}, follow=True,
+    )
+    assert any("beyond the horizon" in text for text in texts(response, WARNING))
+    assert reload(job).next_check_at != at
+
+
 @pytest.mark.parametrize(
     ("action", "state"),
     [
         ("run_jobs_now", "running"),
-        ("run_jobs_now", "paused"),
         ("pause_jobs", "buried"),
         ("release_jobs", "buried"),
     ],
@@ -316,10 +356,10 @@ def test_view_only_user__sees_the_list_but_no_actions(viewer, jobs):
     assert viewer.get(change_url(jobs["scheduled"])).status_code == 200
 
 
-@pytest.mark.parametrize("action", ["pause_jobs", "release_jobs", "run_jobs_now", "kill_jobs"])
+@pytest.mark.parametrize("action", ["pause_jobs", "release_jobs", "run_jobs_now", "sleep_jobs", "kill_jobs"])
 def test_view_only_user__posting_an_action_changes_nothing(viewer, jobs, action):
     before = list(FutureJob.objects.values())
-    act(viewer, action, *jobs.values(), post="yes", reason="no rights")
+    act(viewer, action, *jobs.values(), post="yes", reason="no rights", at="2026-12-01 09:00")
     assert list(FutureJob.objects.values()) == before
     assert not JobHistory.objects.exists()
 

@@ -156,7 +156,7 @@ def test_fuzz__every_operation_answers_as_its_openapi_document_says(
 
     total = sum(sent.values())
     print(f"schemathesis sent {total} requests: {sent}")
-    assert len(sent) == 11
+    assert len(sent) == 12
     assert total >= MINIMUM_REQUESTS
 
 

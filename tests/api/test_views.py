@@ -274,6 +274,7 @@ ENDPOINTS = [
     ("post", "tasks/1/release", "change_futurejob"),
     ("post", "tasks/1/run", "change_futurejob"),
     ("post", "tasks/1/kill", "change_futurejob"),
+    ("post", "tasks/1/sleep", "change_futurejob"),
     ("post", "workflows/w/pause", "change_futurejob"),
     ("post", "workflows/w/release", "change_futurejob"),
     ("get", "history", "view_jobhistory"),
@@ -544,7 +545,6 @@ REFUSED = [
     (State.BURIED, "pause"),
     (State.BURIED, "release"),
     (State.RUNNING, "run"),
-    (State.PAUSED, "run"),
 ]
 
 
@@ -710,7 +710,7 @@ def test_openapi__the_document_describes_every_endpoint():
     assert set(paths) == {
         "/prescient/tasks", "/prescient/tasks/{job_id}", "/prescient/tasks/{job_id}/pause",
         "/prescient/tasks/{job_id}/release", "/prescient/tasks/{job_id}/run", "/prescient/tasks/{job_id}/kill",
-        "/prescient/workflows/{name}/pause", "/prescient/workflows/{name}/release",
+        "/prescient/tasks/{job_id}/sleep", "/prescient/workflows/{name}/pause", "/prescient/workflows/{name}/release",
         "/prescient/history", "/prescient/health",
     }
     schemes = document["components"]["securitySchemes"]

@@ -14,6 +14,7 @@ from prescient.exceptions import InvalidTime, InvalidTransition
 from prescient.maintenance import rescuer
 from prescient.models import FutureJob, JobHistory
 from prescient.states import Event, Outcome, State
+from tests.conftest import lose_claims
 from tests.testapp.models import RunLog
 
 pytestmark = pytest.mark.django_db
@@ -122,17 +123,35 @@ def test_run_now__makes_the_job_due_at_once(make_job, t0, state):
     assert prescient.tick(now).counts["completed"] == 1
 
 
-@pytest.mark.parametrize("state", [State.RUNNING, State.PAUSED])
-def test_run_now__is_refused_for_a_running_or_paused_job(make_job, t0, state):
-    job = (
-        in_flight(make_job, state, t0)
-        if state == State.RUNNING
-        else make_job(state=state, last_state=State.SCHEDULED, next_check_at=t0 + SLOT)
-    )
+def test_run_now__is_refused_for_a_running_job(make_job, t0):
+    job = in_flight(make_job, State.RUNNING, t0)
     before = FutureJob.objects.filter(pk=job.pk).values().get()
-    with pytest.raises(InvalidTransition, match=re.escape(f"Job {job.pk} is {state}: 'run_now' is not allowed")):
+    with pytest.raises(InvalidTransition, match=re.escape(f"Job {job.pk} is running: 'run_now' is not allowed")):
         services.run_now(job, now=t0)
     assert FutureJob.objects.filter(pk=job.pk).values().get() == before
+
+
+def test_run_now__of_a_paused_job__releases_it_and_makes_it_due_now(make_job, t0):
+    """Metafora's Run: Paused -> Runnable."""
+    job = make_job(state=State.PAUSED, last_state=State.SCHEDULED, next_check_at=t0 + timedelta(days=3))
+    now = t0 + timedelta(minutes=7)
+    moved = services.run_now(job.pk, now=now)
+    stored = FutureJob.objects.get(pk=job.pk)
+    assert (moved.state, stored.state, stored.last_state, stored.next_check_at) == (
+        State.SCHEDULED, State.SCHEDULED, "", now
+    )
+    assert prescient.tick(now).counts["completed"] == 1
+
+
+def test_run_now__of_a_job_paused_while_running__releases_it_without_starting_it_again(make_job, t0):
+    job = in_flight(make_job, State.PAUSED, t0, next_check_at=t0)
+    moved = services.run_now(job.pk, now=t0 + SLOT)
+    stored = FutureJob.objects.get(pk=job.pk)
+    assert (moved.state, stored.state, stored.last_state, stored.reserved_by) == (
+        State.RUNNING, State.RUNNING, "", TOKEN
+    )
+    assert stored.next_check_at == t0  # its run goes on and settles as usual
+    assert not FutureJob.objects.due(t0 + SLOT).exists()
 
 
 def test_run_now__of_an_unknown_job__raises_job_not_found(db, t0):
@@ -218,11 +237,41 @@ def test_sleep__on_a_slot_boundary_keeps_it(make_job, t0):
     assert services.sleep(job, t0 + 4 * SLOT, now=t0).next_check_at == t0 + 4 * SLOT
 
 
-def test_sleep__of_a_running_job_is_refused(make_job, t0):
-    job = in_flight(make_job, State.RUNNING, t0)
-    with pytest.raises(InvalidTransition, match=f"Job {job.pk} is running: 'sleep' is not allowed"):
-        services.sleep(job, t0 + SLOT, now=t0)
-    assert FutureJob.objects.get(pk=job.pk).next_check_at == t0
+@pytest.mark.parametrize("state", [State.RUNNING, State.PAUSED])
+def test_sleep__of_a_job_whose_run_is_in_flight__is_deferred_until_the_run_returns(make_job, t0, state):
+    """Deferred like kill: the run's result is discarded (its error kept) and the job is due at ``at``."""
+    job = in_flight(make_job, state, t0, next_check_at=t0)
+    assert services.sleep(job, t0 + 8 * SLOT, now=t0).pk == job.pk
+    stored = FutureJob.objects.get(pk=job.pk)
+    assert (stored.state, stored.next_check_at, stored.sleep_until) == (state, t0, t0 + 8 * SLOT)
+    # The run returns: it asked for a re-check in an hour, and failed before that; both discarded.
+    ran = FutureJob.objects.get(pk=job.pk)
+    ran.failure_count, ran.last_error = 1, "ValueError: boom"
+    summary = TickSummary()
+    store.settle(
+        [Decision(job=ran, event=Event.RETRY, next_check_at=t0 + SLOT, error="ValueError: boom", ran=True)],
+        TOKEN, t0, summary,
+    )
+    stored = FutureJob.objects.get(pk=job.pk)
+    expected = State.PAUSED if state == State.PAUSED else State.SCHEDULED
+    assert (stored.state, stored.next_check_at, stored.sleep_until, stored.reserved_by) == (
+        expected, t0 + 8 * SLOT, None, ""
+    )
+    assert (stored.failure_count, stored.last_error, stored.check_count, stored.run_count) == (
+        1, "ValueError: boom", 0, 1
+    )
+    assert summary.counts["slept"] == 1 and "slept=1" in summary.line()
+
+
+def test_sleep__of_a_running_job_whose_worker_is_lost__is_due_when_asked(make_job, t0):
+    job = in_flight(make_job, State.RUNNING, t0, reserved_by="worker:lost/1")
+    services.sleep(job, t0 + 8 * SLOT, now=t0)
+    lose_claims(job.pk)
+    assert rescuer.rescue(t0) == 1
+    stored = FutureJob.objects.get(pk=job.pk)
+    assert (stored.state, stored.next_check_at, stored.sleep_until, stored.failure_count) == (
+        State.SCHEDULED, t0 + 8 * SLOT, None, 0
+    )
 
 
 def test_sleep__refuses_naive_and_beyond_horizon_times(make_job, t0):

@@ -2,9 +2,11 @@
 
 import time
 from datetime import timedelta
+from typing import Any
 
 import prescient
 
+from .handlers import retry_now
 from .models import RunLog, Thing
 
 
@@ -57,6 +59,31 @@ def unstoppable(thing: Thing, job: object) -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
     while True:
         pass
+
+
+@prescient.check("test.cooperative", model="testapp.Thing", timeout_seconds=30)
+def cooperative(thing: Thing, job: Any) -> object:
+    """Works until asked to stop (for at most ``float(thing.name)`` seconds), then hands its claim
+    back; logs its start and end."""
+    log = _log("test.cooperative", thing)
+    deadline = time.monotonic() + float(thing.name)
+    while not job.should_stop() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    RunLog.objects.filter(pk=log.pk).update(ended=time.time())
+    return prescient.RELEASE if job.should_stop() else None
+
+
+@prescient.check("test.checkpoint_crash", model="testapp.Thing", error_handler=retry_now)
+def checkpoint_crash(thing: Thing, job: Any) -> None:
+    """First run: checkpoints ``{"page": 17}``, then ends its process. The next run keeps what it
+    found in ``thing.status``."""
+    _log("test.checkpoint_crash", thing)
+    if job.checkpoint_data is None:
+        job.checkpoint({"page": 17})
+        import os
+
+        os._exit(1)
+    Thing.objects.filter(pk=thing.pk).update(status=f"page={job.checkpoint_data['page']}")
 
 
 # --- for tests/faults/ -------------------------------------------------------------------------

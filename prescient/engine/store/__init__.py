@@ -18,10 +18,10 @@ import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 
 from django.db import connection, models, transaction
-from django.db.models import F, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce, NullIf
 
 from prescient import states
@@ -310,6 +310,7 @@ def clear_reservation(job: FutureJob, to: str) -> None:
     job.last_state = State.SCHEDULED if to == State.PAUSED else ""
     job.state = to
     job.reserved_by, job.reserved_at, job.run_started_at = "", None, None
+    job.sleep_until = None
     job.save()
 
 
@@ -317,11 +318,60 @@ def request_end(job: FutureJob, outcome: str, reason: str) -> None:
     """Ask a locked job whose run is in flight to end with ``outcome`` once the run returns."""
     job.end_requested, job.end_reason = outcome, reason
     job.save(update_fields=["end_requested", "end_reason"])
+    notify_stop()
+
+
+def request_sleep(job: FutureJob, until: datetime) -> None:
+    """Ask a locked job whose run is in flight to be due at ``until`` once the run returns (its
+    result is then discarded)."""
+    job.sleep_until = until
+    job.save(update_fields=["sleep_until"])
+    notify_stop()
+
+
+#: The LISTEN/NOTIFY channel that tells workers a run in flight was asked to stop (PostgreSQL).
+STOP_CHANNEL = "prescient_stop"
+
+
+def notify_stop() -> None:
+    """Tell listening workers that some run in flight was paused, killed or slept: delivered
+    when the caller's transaction commits (PostgreSQL; elsewhere workers poll)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, '')", [STOP_CHANNEL])
+
+
+def asked_to_stop(reserved_by: str, *, prefix: bool = False) -> list[tuple[str, int]]:
+    """``(token, id)`` of the claims of ``reserved_by`` (every token starting with it, with
+    ``prefix``) whose runs are asked to stop: paused, killed, cancelled or slept since the claim.
+    One look at the in-flight index (only claims in flight are read)."""
+    lookup = "reserved_by__startswith" if prefix else "reserved_by"
+    stopped = (
+        FutureJob.objects.in_flight().filter(**{lookup: reserved_by})
+        .filter(~Q(state=State.RUNNING) | ~Q(end_requested="") | Q(sleep_until__isnull=False))
+    )
+    return list(stopped.order_by().values_list("reserved_by", "pk"))
+
+
+def write_checkpoint(job: FutureJob, data: Any) -> None:
+    """Keep ``data`` as the checkpoint of ``job``, in a transaction of its own, if its claim is
+    still the one ``job`` holds (a run whose claim was taken away writes nothing)."""
+    with transaction.atomic():
+        written = FutureJob.objects.filter(pk=job.pk, reserved_by=job.reserved_by).update(checkpoint_data=data)
+    if written:
+        job.checkpoint_data = data
+    else:
+        logger.warning("job id=%s: checkpoint not kept, the run no longer holds its claim", job.pk)
+
+
+FutureJob.checkpoint_writer = write_checkpoint
 
 
 __all__ = [
     "CHANNEL",
     "ONE_PENDING_JOB",
+    "STOP_CHANNEL",
+    "asked_to_stop",
     "can_listen",
     "cancel_current_query",
     "claim",
@@ -336,15 +386,18 @@ __all__ = [
     "links",
     "lock_workflow",
     "notify",
+    "notify_stop",
     "pause_workflow",
     "release_waiters",
     "release_workflow",
     "renew_leases",
     "request_end",
+    "request_sleep",
     "resolve_waiting",
     "save",
     "settle",
     "start",
     "start_runs",
     "still_startable",
+    "write_checkpoint",
 ]

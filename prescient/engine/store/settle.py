@@ -25,6 +25,7 @@ logger = logging.getLogger("prescient.engine")
 _SETTLE_FIELDS = [
     "state", "last_state", "next_check_at", "check_count", "run_count", "failure_count",
     "total_run_seconds", "last_error", "recent_errors", "reserved_at", "reserved_by", "run_started_at", "payload",
+    "sleep_until",
 ]
 
 
@@ -113,6 +114,7 @@ def _settle_guarded(decisions: list[Decision], token: str, now: datetime, summar
         fast = (
             decision.event in (Event.FINISH, Event.RESCHEDULE, Event.RETRY)
             and job.state == State.RUNNING and job.reserved_by == token and not job.end_requested
+            and job.sleep_until is None
         )
         to = None
         if fast:
@@ -133,7 +135,7 @@ def _settle_guarded(decisions: list[Decision], token: str, now: datetime, summar
             moving.append((moved, decision))
         else:
             rest.append(decision)
-    guard = {"reserved_by": token, "state": State.RUNNING.value, "end_requested": ""}
+    guard = {"reserved_by": token, "state": State.RUNNING.value, "end_requested": "", "sleep_until": None}
     if finishing:
         history: list[JobHistory] = []
         for job in bulk.delete_returning(FutureJob, list(finishing), guard):
@@ -168,9 +170,11 @@ def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary
             logger.warning("job id=%s lost its reservation during the run; result discarded", decision.job.pk)
             continue
         _count_run(job, decision)
-        event, outcome = decision.event, decision.outcome
+        event, outcome, due = decision.event, decision.outcome, decision.next_check_at
         if job.end_requested:
             event, outcome = Event.FINISH, job.end_requested
+        elif job.sleep_until is not None:  # slept during the run: its result is discarded
+            event, due = Event.SLEEP, job.sleep_until
         try:
             to = states.target(job, event)
         except InvalidTransition as exc:  # a row in a state no run should meet: leave it be
@@ -182,14 +186,15 @@ def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary
             summary.counts[outcome] += 1
             _log_settled(job, outcome, decision)
             continue
-        if event in (Event.RESCHEDULE, Event.RETRY):
-            job.next_check_at = decision.next_check_at  # type: ignore[assignment]
+        if due is not None and event != Event.FINISH:
+            job.next_check_at = due  # re-checked, retried, slept, or released to a later slot
         if event == Event.RESCHEDULE:
             job.check_count += 1
         summary.counts[SUMMARY_KEY[event]] += 1
         job.last_state = State.SCHEDULED if to == State.PAUSED else ""
         job.state = to
         job.reserved_by, job.reserved_at, job.run_started_at = "", None, None
+        job.sleep_until = None
         updated.append(job)
         _log_settled(job, SUMMARY_KEY[event], decision)
     if ended:

@@ -1,0 +1,94 @@
+"""The *Sleep selected jobs* action of the job list: asks for a time on a form, then moves each
+job's next check there through :func:`prescient.sleep` (Metafora's Sleep)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils import timezone
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
+
+from prescient.engine import verbs as services
+from prescient.models import FutureJob
+
+#: Jobs listed on the form (the rest are counted).
+PREVIEW = 50
+
+
+class SleepForm(forms.Form):
+    at = forms.DateTimeField(
+        label=_("Next check at"),
+        help_text=_("In the site's time zone, e.g. 2026-12-01 09:00; rounded up to a slot."),
+    )
+
+    def clean_at(self) -> Any:
+        at = self.cleaned_data["at"]
+        if at is not None and timezone.is_naive(at):  # USE_TZ = False: read it in the current zone
+            at = timezone.make_aware(at)
+        return at
+
+
+def _sleep(modeladmin: Any, request: HttpRequest, queryset: QuerySet[FutureJob], at: Any) -> None:
+    def verb(job: FutureJob) -> str:
+        in_flight = job.in_flight
+        services.sleep(job, at)
+        return "requested" if in_flight else "slept"
+
+    logged = gettext("Slept from the admin until %(at)s.") % {"at": at.isoformat()}
+    requested = gettext("Sleep until %(at)s requested from the admin (run in flight).") % {"at": at.isoformat()}
+    done = modeladmin._apply(request, queryset, verb, {"slept": logged, "requested": requested})
+    if done["slept"]:
+        messages.success(
+            request,
+            ngettext("%(count)d job sleeps until its new time.", "%(count)d jobs sleep until their new time.",
+                     done["slept"]) % {"count": done["slept"]},
+        )
+    if done["requested"]:
+        messages.success(
+            request,
+            ngettext(
+                "%(count)d job is running: it is asked to stop, and sleeps once its run returns.",
+                "%(count)d jobs are running: each is asked to stop, and sleeps once its run returns.",
+                done["requested"],
+            ) % {"count": done["requested"]},
+        )
+
+
+@admin.action(description=_("Sleep selected jobs until… (asks for a time)"), permissions=["change"])
+def sleep_jobs(modeladmin: Any, request: HttpRequest, queryset: QuerySet[FutureJob]) -> HttpResponse | None:
+    """Ask for a time on a form, then sleep each job until it."""
+    if request.POST.get("post") == "yes":
+        form = SleepForm(request.POST)
+        if form.is_valid():
+            _sleep(modeladmin, request, queryset, form.cleaned_data["at"])
+            return None
+    else:
+        form = SleepForm()
+    total = queryset.count()
+    jobs = list(queryset[:PREVIEW])
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": gettext("Sleep jobs"),
+        "opts": modeladmin.opts,
+        "form": form,
+        "jobs": jobs,
+        "total": total,
+        "more": max(total - len(jobs), 0),
+        "action": "sleep_jobs",
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+        "select_across": request.POST.get("select_across") in ("1", "True", "true", "on"),
+        "back_url": request.get_full_path(),
+        # Django 6 draws breadcrumbs as a list, 5.2 as a div.
+        "breadcrumbs_as_list": django.VERSION >= (6, 0),
+    }
+    request.current_app = modeladmin.admin_site.name
+    return TemplateResponse(request, "prescient/admin/sleep_confirmation.html", context)
