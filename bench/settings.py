@@ -45,22 +45,18 @@ if os.environ.get("BENCH_CONN_MAX_AGE") and "default" in DATABASES and not os.en
     DATABASES["default"]["CONN_MAX_AGE"] = None if age == "none" else int(age)
 
 # The comparison with Django's reference database backend (bench/peers.py), when the optional
-# `bench` extra (django-tasks-db) is installed and Django has django.tasks (6.0+).
+# `bench` extra (django-tasks-db) is installed and Django has django.tasks (6.0+). Django 5.2 has
+# no django.tasks: no TASKS at all there.
 try:
     import django.tasks  # noqa: F401
-    import django_tasks_db  # noqa: F401
 except ImportError:
-    TASKS = {"default": {"BACKEND": "prescient.tasks.PrescientBackend", "QUEUES": ["default"]}}
+    pass
 else:
-    INSTALLED_APPS.append("django_tasks_db")
-    TASKS = {
-        "default": {"BACKEND": "prescient.tasks.PrescientBackend", "QUEUES": ["default"]},
-        "dtdb": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]},
-    }
-
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"prescient": {"handlers": ["console"], "level": "WARNING"}},
-}
+    TASKS = {"default": {"BACKEND": "prescient.tasks.PrescientBackend", "QUEUES": ["default"]}}
+    try:
+        import django_tasks_db  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        INSTALLED_APPS.append("django_tasks_db")
+        TASKS["dtdb"] = {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}
