@@ -37,17 +37,20 @@ SIZES: dict[str, dict[str, Any]] = {
         "one": 2_000, "many": 50_000, "latency": 100, "memory": 100_000, "memory_rounds": 2,
         "sqlite_pending": 1_000_000, "peer_drain": 10_000, "peer_future": 1_000_000,
         "herd_due": 100_000, "herd_pending": 1_000_000, "fanout": 10_000,
+        "recurring_schedules": 100_000, "recurring_due": 10_000,
     },
     "quick": {
         "runs": 3, "sweep": 2_000, "pending": 100_000, "due": [300, 1_000, 3_000], "idle_reps": 60,
         "one": 500, "many": 5_000, "latency": 20, "memory": 2_000, "memory_rounds": 1,
         "sqlite_pending": 100_000, "peer_drain": 1_000, "peer_future": 100_000,
         "herd_due": 10_000, "herd_pending": 100_000, "fanout": 2_000,
+        "recurring_schedules": 10_000, "recurring_due": 1_000,
     },
     "tiny": {
         "runs": 1, "sweep": 200, "pending": 2_000, "due": [50, 200], "idle_reps": 5,
         "one": 50, "many": 200, "latency": 3, "memory": 200, "memory_rounds": 1, "sqlite_pending": 2_000,
         "peer_drain": 50, "peer_future": 2_000, "herd_due": 200, "herd_pending": 2_000, "fanout": 200,
+        "recurring_schedules": 200, "recurring_due": 20,
     },
 }
 
@@ -127,6 +130,18 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("herd.drain_seconds", "herd: time to drain it", "s", postgres_only=True),
         Spec("herd.longest_transaction", "herd: longest transaction held meanwhile", "s", postgres_only=True),
         Spec("herd.survey", "herd: the idle tick's query meanwhile", "s", "idle.due_query", postgres_only=True),
+    ]
+    rs, rd = f"{sizes['recurring_schedules']:,}", f"{sizes['recurring_due']:,}"
+    out += [
+        Spec("recurring.idle_without", "recurring: idle tick, no schedules", "s"),
+        Spec("recurring.idle_with", f"recurring: idle tick, {rs} schedules, none due", "s",
+             "recurring.idle_without", ("<=", 2.0, "ratio")),
+        Spec("recurring.jobs_alone", f"recurring: {rd} due jobs inserted directly, one tick runs them", "s"),
+        Spec("recurring.produce_and_run", f"recurring: {rd} due of {rs} schedules in one slot, one tick produces "
+             "and runs them", "s", "recurring.jobs_alone"),
+        Spec("recurring.produce", "recurring: of which producing them (occurrences to jobs)", "s",
+             "recurring.jobs_alone"),
+        Spec("recurring.per_occurrence", "recurring: per occurrence, produced and run", "us"),
     ]
     d, f = f"{sizes['peer_drain']:,}", f"{sizes['peer_future']:,}"
     behind = min(300, sizes["peer_drain"])
@@ -300,7 +315,7 @@ def base_name(key: str | None) -> str:
     if key.startswith("peers."):
         return "dtdb"
     names = {"replay.floor": "floor", "sweep.tick": "tick", "memory.before": "before", "herd.alone": "alone",
-             "idle.due_query": "idle"}
+             "idle.due_query": "idle", "recurring.idle_without": "none", "recurring.jobs_alone": "jobs"}
     return names.get(key, key.split(".")[0])
 
 
@@ -348,8 +363,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the scratch PostgreSQL database to create and drop (default: %(default)s)")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
-    parser.add_argument("--only", default="sweep,idle,scheduling,herd,workflows,peers",
-                        help="sections: sweep, idle, scheduling, herd, workflows, peers")
+    parser.add_argument("--only", default="sweep,idle,scheduling,herd,workflows,recurring,peers",
+                        help="sections: sweep, idle, scheduling, herd, workflows, recurring, peers")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     parser.add_argument("--json", default=str(ROOT / "bench" / "results.json"), help="where to write the results")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown too")

@@ -44,9 +44,10 @@ if os.environ.get("BENCH_CONN_MAX_AGE") and "default" in DATABASES and not os.en
     age = os.environ["BENCH_CONN_MAX_AGE"]
     DATABASES["default"]["CONN_MAX_AGE"] = None if age == "none" else int(age)
 
-# The comparison with Django's reference database backend (bench/peers.py), when the optional
-# `bench` extra (django-tasks-db) is installed and Django has django.tasks (6.0+). Django 5.2 has
-# no django.tasks: no TASKS at all there.
+# prescient as the django.tasks backend (Django 6.0+; on Django 5.2 there is no django.tasks,
+# and naming the backend would make prescient import its task kind at start-up), and the
+# comparison with Django's reference database backend (bench/peers.py) when the optional
+# `bench` extra (django-tasks-db) is installed too.
 try:
     import django.tasks  # noqa: F401
 except ImportError:
@@ -60,3 +61,10 @@ else:
     else:
         INSTALLED_APPS.append("django_tasks_db")
         TASKS["dtdb"] = {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"prescient": {"handlers": ["console"], "level": "WARNING"}},
+}

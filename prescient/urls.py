@@ -2,7 +2,7 @@
 
     path("prescient/", include("prescient.urls")),
 
-This serves the JSON API (``tasks``, ``workflows/<name>/...``, ``history``, ``health``), its
+This serves the JSON API (``tasks``, ``workflows/<name>/...``, ``schedules``, ``history``, ``health``), its
 OpenAPI document (``openapi.json``) and an interactive page for it (``docs``). Any other path
 below the mount point is a JSON 404, and a wrong method a JSON 405.
 """

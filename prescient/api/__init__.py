@@ -6,6 +6,8 @@ Mount it in the host's URLconf with ``path("prescient/", include("prescient.urls
   OpenAPI document built from the same code).
 - :mod:`~prescient.api.commands`: the commands to one job (pause, release, run now, sleep,
   kill), registered on the same API.
+- :mod:`~prescient.api.schedules`: recurring schedules (create, list, get, pause, resume,
+  delete), registered on the same API.
 - :mod:`~prescient.api.schemas`: request and response payloads.
 - :mod:`~prescient.api.auth`: API tokens and Django sessions, Django permissions, token scopes.
 - :mod:`~prescient.api.tokens`: issuing, checking and revoking API tokens.
@@ -15,3 +17,4 @@ Every change to a job goes through the verbs of :mod:`prescient.engine.verbs`.
 """
 
 from . import commands as commands  # registers the commands' endpoints on views.api
+from . import schedules as schedules  # and the schedules' endpoints

@@ -32,6 +32,10 @@ VIEW = "prescient.view_futurejob"
 ADD = "prescient.add_futurejob"
 CHANGE = "prescient.change_futurejob"
 VIEW_HISTORY = "prescient.view_jobhistory"
+VIEW_SCHEDULE = "prescient.view_schedule"
+ADD_SCHEDULE = "prescient.add_schedule"
+CHANGE_SCHEDULE = "prescient.change_schedule"
+DELETE_SCHEDULE = "prescient.delete_schedule"
 
 
 @dataclass(frozen=True)

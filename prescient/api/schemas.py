@@ -30,6 +30,8 @@ MAX_DELAY_SECONDS = 100 * 365 * 24 * 3600
 #: Page sizes of the lists.
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
+#: Longest interval of a schedule (the column's limit, about 68 years).
+MAX_EVERY_SECONDS = 2**31 - 1
 
 TIME_EXAMPLE = "2026-11-22T10:00:00+00:00"
 
@@ -111,6 +113,13 @@ def _reason(value: str) -> str:
     return value.strip()
 
 
+def _schedule_name(value: str) -> str:
+    # The name is a path segment of the schedule's URLs: "/" (even as %2F) could never reach it.
+    if not value.strip() or "/" in value:
+        raise PydanticCustomError("schedule_name", "Give a name that is not blank and has no '/'.")
+    return value
+
+
 class Strict(Schema):
     model_config = ConfigDict(extra="forbid")
 
@@ -189,6 +198,46 @@ class HistoryFilters(Schema):
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="Page size.")
 
 
+class ScheduleIn(Strict):
+    """Give exactly one of ``cron`` and ``every_seconds``. The same name again updates the schedule."""
+
+    name: Annotated[Text, AfterValidator(_schedule_name)] = Field(
+        min_length=1, max_length=200, description="Unique name of the schedule (not blank, no `/`).",
+        examples=["billing.remind-42"],
+    )
+    check: Text = Field(
+        min_length=1, max_length=200, description="A registered check name.", examples=["shop.unshipped"]
+    )
+    entity: EntityRef
+    cron: Text | None = Field(
+        None, min_length=1, max_length=120, description="A 5-field cron expression, read in `timezone`.",
+        examples=["0 9 * * MON"],
+    )
+    every_seconds: StrictInt | None = Field(
+        None, ge=1, le=MAX_EVERY_SECONDS,
+        description="An interval in seconds (at least one slot), counted from the UTC epoch.",
+    )
+    timezone: Text = Field("UTC", min_length=1, max_length=64, description="IANA time zone name.",
+                           examples=["America/New_York"])
+    catch_up: Literal["latest", "all", "skip"] = Field(
+        "latest", description=(
+            "Occurrences missed while nothing ran: run the newest once (`latest`) or none (`skip`). "
+            "`all` is for task schedules and refused here."
+        ),
+    )
+    workflow: Text = Field("", max_length=200, description="The occurrences' jobs join this workflow.")
+
+
+class ScheduleFilters(Schema):
+    check: Text | None = Field(None, max_length=200, description="Only schedules of this check.")
+    entity: Text | None = Field(
+        None, max_length=400, description="`app.model` for every instance of a model, or `app.model:key` for one."
+    )
+    paused: bool | None = Field(None, description="Only paused (true) or active (false) schedules.")
+    cursor: Text | None = Field(None, max_length=100, description="`next_cursor` of the previous page.")
+    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="Page size.")
+
+
 # --- responses --------------------------------------------------------------------------------
 
 
@@ -263,6 +312,41 @@ class HistoryEntry(Schema):
 
 class HistoryPage(Schema):
     items: list[HistoryEntry]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
+
+
+class ScheduleOut(Schema):
+    """A recurring schedule: each occurrence becomes a job of its own."""
+
+    name: str
+    kind: str = Field(description="`check`, or `task` for a task schedule declared in code.")
+    check: str = Field(description="The check started (or the task enqueued) at each occurrence.")
+    entity: EntityOut | None = Field(description="The instance a check schedule starts its check on.")
+    cron: str | None
+    every_seconds: int | None
+    timezone: str
+    when: str = Field(description="The expression and zone in words.")
+    catch_up: Literal["latest", "all", "skip"]
+    workflow: str
+    next_at: datetime = Field(description="The next occurrence.")
+    due_at: datetime = Field(description="The next occurrence rounded up to a slot: when its job is due.")
+    paused: bool = Field(description="A paused schedule produces nothing and counts nothing as missed.")
+    paused_at: datetime | None
+    declared: bool = Field(description="Declared in code with `@prescient.periodic` (kept in step with it).")
+    runs: int
+    skipped: int = Field(description="Occurrences not run: the previous job was still pending.")
+    missed: int = Field(description="Occurrences not run: nothing ran while they were due.")
+    last_run_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class ScheduleDetail(ScheduleOut):
+    upcoming: list[datetime] = Field(description="The next five occurrences.")
+
+
+class SchedulePage(Schema):
+    items: list[ScheduleOut]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
 
 

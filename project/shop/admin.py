@@ -6,7 +6,7 @@ from django.utils.translation import ngettext
 
 from prescient.models import FutureJob
 
-from .models import Notification, Order
+from .models import Notification, Order, Report
 
 
 class NotificationInline(admin.TabularInline):
@@ -67,3 +67,14 @@ class NotificationAdmin(admin.ModelAdmin):
     list_filter = ["kind"]
     date_hierarchy = "created_at"
     list_select_related = ["order"]
+
+
+@admin.register(Report)
+class ReportAdmin(admin.ModelAdmin):
+    """Reports written by recurring schedules (the admin's Schedules page says when)."""
+
+    list_display = ["name", "written_at"]
+    readonly_fields = ["name", "text", "written_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # the demo command creates them

@@ -46,6 +46,20 @@ class Notification(models.Model):
         return self.message
 
 
+class Report(models.Model):
+    """A report the shop writes on a schedule (a recurring schedule's check is about one row)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    text = models.TextField(blank=True, default="")
+    written_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 def schedule_unshipped_check(sender: type[Order], instance: Order, created: bool, **kwargs: Any) -> None:
     """post_save receiver: a new order gets its "shop.unshipped" check.
 

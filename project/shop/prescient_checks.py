@@ -2,10 +2,15 @@
 
 from datetime import timedelta
 
+from django.utils import timezone
+
 import prescient
 from prescient.models import FutureJob
 
-from .models import Notification, Order
+from .models import Notification, Order, Report
+
+#: An order unshipped for longer than this is late (minutes, at the demo's pace of one-minute slots).
+LATE_AFTER = timedelta(minutes=10)
 
 
 @prescient.check("shop.unshipped", model="shop.Order")
@@ -17,3 +22,16 @@ def unshipped(order: Order, job: FutureJob) -> timedelta | None:
         order=order, kind="unshipped", message=f"order {order.pk} not shipped yet"
     )
     return timedelta(minutes=2)
+
+
+@prescient.check("shop.late_orders", model="shop.Report")
+def late_orders(report: Report, job: FutureJob) -> None:
+    """Write the "late orders" report: the orders placed more than ``LATE_AFTER`` ago and not
+    shipped. Run by the recurring schedule ``shop.late-orders-daily`` (see the demo command);
+    each occurrence is a job of its own, which ends here."""
+    now = timezone.now()
+    late = Order.objects.filter(status=Order.Status.PLACED, created_at__lt=now - LATE_AFTER).order_by("created_at")
+    lines = [f"{order} placed {order.created_at:%Y-%m-%d %H:%M}" for order in late]
+    report.text = "\n".join(lines) if lines else "No late orders."
+    report.written_at = now
+    report.save(update_fields=["text", "written_at"])

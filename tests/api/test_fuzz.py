@@ -156,7 +156,7 @@ def test_fuzz__every_operation_answers_as_its_openapi_document_says(
 
     total = sum(sent.values())
     print(f"schemathesis sent {total} requests: {sent}")
-    assert len(sent) == 12
+    assert len(sent) == 18
     assert total >= MINIMUM_REQUESTS
 
 
@@ -246,6 +246,72 @@ def test_fuzz__near_valid_task_bodies_never_fail(
     run()
     print(f"targeted run sent {sent} requests")
     assert sent >= TARGETED_EXAMPLES * 0.9
+
+
+def test_fuzz__near_valid_schedule_bodies_and_their_steering_never_fail(
+    app: WSGIHandler, auth: dict[str, str], make_thing: Any
+) -> None:
+    """Schedule bodies with a real check and entity, so that the cron parser, the time zones,
+    the slot check and the upsert are fuzzed; each schedule made is then read, paused, resumed
+    and deleted. Each sequence is rolled back after."""
+    thing = make_thing()
+    schema = schemathesis.openapi.from_wsgi("/prescient/openapi.json", app)
+    operations = {operation_id: schema.find_operation_by_id(operation_id) for operation_id in (
+        "create_schedule", "get_schedule", "pause_schedule", "resume_schedule", "delete_schedule",
+    )}
+    field = st.one_of(
+        st.sampled_from(["*", "*/5", "0", "30", "1-5", "MON", "mon-fri", "L", "?", "1,2", "59", "60", "24", "32",
+                         "13", "0-", "*/0", "H", "1#2", "7"]),
+        st.text(max_size=4),
+    )
+    expression = st.one_of(st.lists(field, min_size=4, max_size=6).map(" ".join), st.text(max_size=20), NASTY_TEXT)
+    zones = st.one_of(
+        st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "Asia/Kathmandu", "Etc/GMT+12", "utc",
+                         "Europe/berlin", "../zoneinfo/UTC", "/etc/localtime", "Factory", "posixrules", " UTC"]),
+        st.text(max_size=12), NASTY_TEXT,
+    )
+    timing = st.one_of(
+        st.fixed_dictionaries({"cron": expression}),
+        st.fixed_dictionaries({"every_seconds": st.integers(min_value=-10, max_value=2**31)}),
+    )
+    bodies = st.builds(
+        lambda timing, optional, name: {
+            "name": name, "check": "test.record", "entity": {"model": "testapp.thing", "key": thing.pk},
+            **timing, **optional,
+        },
+        timing,
+        st.fixed_dictionaries({}, optional={
+            "timezone": zones, "catch_up": st.sampled_from(["latest", "skip", "all"]),
+            "workflow": st.one_of(st.sampled_from(["", "w"]), NASTY_TEXT),
+        }),
+        st.one_of(st.sampled_from(["s", "s.1", "ünï ✓"]), st.text(min_size=1, max_size=8).filter(utf8)),
+    )
+    sent = 0
+    statuses = {"created": 0}
+
+    @fuzz_settings(TARGETED_EXAMPLES)
+    @given(body=bodies)
+    def run(body: dict[str, Any]) -> None:
+        nonlocal sent
+        with transaction.atomic():
+            case = operations["create_schedule"].Case(body=body, media_type="application/json")
+            response = case.call(headers=auth)
+            sent += 1
+            assert response.status_code in (200, 201, 400), response.text
+            case.validate_response(response, checks=CHECKS, headers=auth)
+            if response.status_code == 201:
+                statuses["created"] += 1
+                for operation_id in ("get_schedule", "pause_schedule", "resume_schedule", "delete_schedule"):
+                    step = operations[operation_id].Case(path_parameters={"name": body["name"]})
+                    answer = step.call(headers=auth)
+                    assert answer.status_code in (200, 204), answer.text
+                    step.validate_response(answer, checks=CHECKS, headers=auth)
+            transaction.set_rollback(True)
+
+    run()
+    print(f"schedule run sent {sent} requests, {statuses['created']} made a schedule")
+    assert sent >= TARGETED_EXAMPLES * 0.9
+    assert statuses["created"] >= TARGETED_EXAMPLES // 10  # past validation, not only refused
 
 
 def test_fuzz__random_steering_of_jobs_in_every_state_never_fails(

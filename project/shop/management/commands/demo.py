@@ -14,10 +14,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 import prescient
-from prescient import slots
+from prescient import cron, slots
 from prescient.conf import setting
 
-from ...models import Order
+from ...models import Order, Report
 
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "admin"
@@ -33,6 +33,13 @@ DEMO_ORDERS = [
     ("Barbara Liskov", 3, False),
     ("Ken Thompson", 0, False),
 ]
+
+#: The recurring schedule of the demo: the "late orders" report, every morning in Berlin. Its
+#: next occurrences are on the admin's Schedules page, whose "Run the next occurrence now"
+#: action makes the next tick write the report at once.
+REPORT_SCHEDULE = "shop.late-orders-daily"
+REPORT_CRON = "0 8 * * *"
+REPORT_TIMEZONE = "Europe/Berlin"
 
 #: Seconds to wait past a slot boundary before ticking: the boundary has surely passed.
 AFTER_BOUNDARY = 0.5
@@ -70,6 +77,7 @@ class Command(BaseCommand):
         self.stdout.write(f"database: {connection.settings_dict['NAME']}")
         self.ensure_admin()
         self.seed()
+        self.schedule_report()
         url = admin_url(options["addrport"])
         self.say(f"login: {url}  user: {ADMIN_USER}  password: {ADMIN_PASSWORD}")
         if options["once"]:
@@ -129,6 +137,17 @@ class Command(BaseCommand):
                 )
         shipped = sum(1 for *_, is_shipped in DEMO_ORDERS if is_shipped)
         self.stdout.write(f"created {len(DEMO_ORDERS)} demo orders ({shipped} shipped)")
+
+    def schedule_report(self) -> None:
+        """The daily "late orders" report: a recurring schedule of the check ``shop.late_orders``
+        on the report's row. Saving it again on each start only moves its next occurrence to
+        the first after now (its counters stay)."""
+        report, _ = Report.objects.get_or_create(name="late orders")
+        schedule = prescient.recurring(
+            REPORT_SCHEDULE, check="shop.late_orders", entity=report, cron=REPORT_CRON, timezone=REPORT_TIMEZONE,
+        )
+        when = cron.in_words(schedule.cron, schedule.every_seconds, schedule.timezone)
+        self.stdout.write(f"schedule {schedule.name}: {when}, next {schedule.next_at:%Y-%m-%d %H:%M} UTC")
 
     def tick(self, *, keep_going: bool) -> None:
         """One tick at the real time, its summary printed; the connection is closed after it."""
