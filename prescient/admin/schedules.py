@@ -39,7 +39,12 @@ class ScheduleAdmin(_AdminBase):
         return False  # created in code or through the API, validated there
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+        return False  # the page is read-only: schedules are changed in code or through the API
+
+    def has_steer_permission(self, request: HttpRequest) -> bool:
+        """Pausing, resuming and bringing forward a schedule need its change permission, as in
+        the API (the page itself stays read-only)."""
+        return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")
 
     @admin.display(description=_("starts"))
     def starts(self, obj: Schedule) -> str:
@@ -70,15 +75,15 @@ class ScheduleAdmin(_AdminBase):
         done = sum(1 for s in queryset if verb(s.name))
         self.message_user(request, ngettext(singular, plural, done) % {"count": done}, messages.SUCCESS)
 
-    @admin.action(description=_("Pause selected schedules"), permissions=["view"])
+    @admin.action(description=_("Pause selected schedules"), permissions=["steer"])
     def pause_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         self._each(request, queryset, recurring.pause, "%(count)d schedule paused.", "%(count)d schedules paused.")
 
-    @admin.action(description=_("Resume selected schedules"), permissions=["view"])
+    @admin.action(description=_("Resume selected schedules"), permissions=["steer"])
     def resume_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         self._each(request, queryset, recurring.resume, "%(count)d schedule resumed.", "%(count)d schedules resumed.")
 
-    @admin.action(description=_("Run the next occurrence now"), permissions=["view"])
+    @admin.action(description=_("Run the next occurrence now"), permissions=["steer"])
     def run_next_now(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         self._each(request, queryset, recurring.run_next_now,
                    "%(count)d schedule brought forward.", "%(count)d schedules brought forward.")

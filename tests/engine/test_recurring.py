@@ -286,3 +286,20 @@ def test_admin_schedules_page__shows_the_next_occurrences_and_pauses(admin_clien
     assert admin_client.get("/admin/prescient/schedule/").status_code == 200
     admin_client.post("/admin/prescient/schedule/", {"action": "pause_schedules", "_selected_action": [schedule.pk]})
     assert Schedule.objects.get().is_paused
+
+
+def test_admin_schedules_actions__need_the_change_permission(client):
+    from django.contrib.auth.models import Permission, User
+
+    viewer = User.objects.create_user("viewer", password="not-used", is_staff=True)
+    viewer.user_permissions.set(Permission.objects.filter(content_type__app_label="prescient",
+                                                          codename__startswith="view_"))
+    client.force_login(viewer)
+    schedule = prescient.recurring("weekly", check="test.record", entity=Thing.objects.create(),
+                                   cron="0 9 * * MON", now=T)
+    page = client.get("/admin/prescient/schedule/")
+    assert page.status_code == 200 and "pause_schedules" not in page.content.decode()
+    for action in ("pause_schedules", "resume_schedules", "run_next_now"):
+        client.post("/admin/prescient/schedule/", {"action": action, "_selected_action": [schedule.pk]})
+    after = Schedule.objects.get()
+    assert not after.is_paused and after.next_at == schedule.next_at, "a view-only user steered a schedule"
