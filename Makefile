@@ -2,8 +2,8 @@
 #
 #   make demo    set up .venv (newest Python, Django 6) and run the demo on SQLite
 #   make test    the whole suite: SQLite and PostgreSQL, on Django 6 and on Django 5.2 LTS
-#   make bench   benchmarks on PostgreSQL and SQLite, against raw SQL (about 7 minutes)
-#   make bench-quick   the same with small sizes (under a minute)
+#   make bench   benchmarks on PostgreSQL and SQLite, against raw SQL and peers (about 25 minutes)
+#   make bench-quick   the same with small sizes, without the herd and peers sections (about a minute)
 #
 # The browser tests (tests/admin/test_browser.py) use the `browser` extra (Playwright's client) and
 # Debian's chromium: `make test` installs chromium when it is missing and this is root.

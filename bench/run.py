@@ -55,6 +55,12 @@ SIZES: dict[str, dict[str, Any]] = {
 }
 
 
+#: The sections of bench/suite.py, in the order they run.
+ALL_SECTIONS = ("sweep", "idle", "scheduling", "herd", "workflows", "recurring", "peers")
+#: What ``--quick`` runs unless told otherwise (``--only herd,peers`` runs the rest).
+QUICK_SECTIONS = ("sweep", "idle", "scheduling", "workflows", "recurring")
+
+
 @dataclass(frozen=True)
 class Spec:
     """One printed figure: what it is, its baseline and its target."""
@@ -363,8 +369,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the scratch PostgreSQL database to create and drop (default: %(default)s)")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
-    parser.add_argument("--only", default="sweep,idle,scheduling,herd,workflows,recurring,peers",
-                        help="sections: sweep, idle, scheduling, herd, workflows, recurring, peers")
+    parser.add_argument("--only", default=None,
+                        help=f"sections, comma-separated: {', '.join(ALL_SECTIONS)} (default: all; --quick "
+                        f"leaves out {', '.join(s for s in ALL_SECTIONS if s not in QUICK_SECTIONS)})")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     parser.add_argument("--json", default=str(ROOT / "bench" / "results.json"), help="where to write the results")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
@@ -372,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also profile one PostgreSQL tick sweep with pyinstrument into PATH")
     args = parser.parse_args(argv)
     mode_name = args.mode or "full"
+    if args.only is None:  # bench-quick stays about a minute: the herd and the peers take minutes
+        args.only = ",".join(QUICK_SECTIONS if mode_name == "quick" else ALL_SECTIONS)
     sizes = dict(SIZES[mode_name])
     if args.runs:
         sizes["runs"] = args.runs
