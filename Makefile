@@ -25,7 +25,7 @@ $(call STAMP,$(VENV)): pyproject.toml
 
 $(call STAMP,$(VENV52)): pyproject.toml
 	@mkdir -p .tmp
-	@py=$$(scripts/find-python 3.11 3.11 || scripts/find-python 3.10 3.13) || exit 1; \
+	@py=$$(scripts/find-python 3.11 3.11 || scripts/find-python 3.12 3.13) || exit 1; \
 	  [ -x $(VENV52)/bin/python ] || { echo "setting up $(VENV52) with $$py"; $$py -m venv $(VENV52); }
 	$(VENV52)/bin/pip install -q --disable-pip-version-check -e ".[dev,browser]" "Django>=5.2,<5.3"
 	@touch $@
