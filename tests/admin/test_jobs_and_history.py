@@ -104,6 +104,29 @@ def test_job_changelist__shows_state_overdue_and_checks_used(admin_client, make_
     assert "Scheduled</span>" in content
 
 
+def test_job_changelist__a_paused_job_past_its_time_is_paused_not_overdue(admin_client, make_job):
+    make_job(state=State.PAUSED, last_state=State.SCHEDULED, next_check_at=timezone.now() - timedelta(hours=2))
+    content = admin_client.get(CHANGELIST).content.decode()
+    assert "overdue by" not in content
+    assert '<small class="quiet">paused</small>' in content
+    make_job(next_check_at=timezone.now() - timedelta(hours=2))  # a scheduled one is overdue
+    assert "overdue by" in admin_client.get(CHANGELIST).content.decode()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [CHANGELIST, "/admin/prescient/jobhistory/", "/admin/prescient/workflow/", "/admin/prescient/worker/"],
+)
+def test_changelists__offer_show_all_only_when_a_filter_or_search_narrows_them(admin_client, jobs, t0, url):
+    prescient.kill(jobs["buried"], "stuck for good", now=t0)
+    prescient.pause(workflow="wf", now=t0)
+    assert "Show all" not in admin_client.get(url).content.decode()
+    assert "Show all" in admin_client.get(url, {"q": "no-such-key"}).content.decode()
+    if url == CHANGELIST:
+        assert "Show all" in admin_client.get(url, {"state__exact": "paused"}).content.decode()
+        assert "Show all" not in admin_client.get(url, {"o": "2"}).content.decode()  # a sort filters nothing
+
+
 def test_job_changelist__entity_is_plain_text_when_its_model_is_not_registered(admin_client, make_job):
     job = make_job()
     content = admin_client.get(CHANGELIST).content.decode()
