@@ -327,6 +327,7 @@ def test_kill__asks_for_a_reason_then_ends_the_job_in_history(admin_client, jobs
     content = response.content.decode()
     assert "csrfmiddlewaretoken" in content
     assert f"testapp.thing#{job.entity_key}" in content
+    assert "Kill this job?" in content and 'value="Yes, kill it"' in content and "Kill a job" in content
     assert reload(job) is not None
 
     confirm = {"action": "kill_jobs", "_selected_action": [str(job.pk)], "post": "yes"}
@@ -342,6 +343,16 @@ def test_kill__asks_for_a_reason_then_ends_the_job_in_history(admin_client, jobs
     assert row.reason == "customer asked"
     assert "Killed 1 job." in texts(response)
     assert "customer asked" in LogEntry.objects.get(object_id=str(job.pk)).change_message
+
+
+@pytest.mark.parametrize("action", ["kill_jobs", "sleep_jobs"])
+def test_confirmation__of_several_jobs_speaks_of_them(admin_client, jobs, action):
+    content = act(admin_client, action, jobs["scheduled"], jobs["paused"]).content.decode()
+    verb = action.removesuffix("_jobs")
+    assert f'value="Yes, {verb} them"' in content and f"{verb.capitalize()} 2 jobs" in content
+    assert "these 2 jobs" in content
+    content = act(admin_client, action, jobs["scheduled"]).content.decode()
+    assert f'value="Yes, {verb} it"' in content and "this job" in content
 
 
 def test_kill__of_a_running_job_is_requested_until_its_run_returns(admin_client, jobs):
