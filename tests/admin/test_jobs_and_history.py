@@ -181,6 +181,16 @@ def test_history_and_workflow_pages__render(admin_client, jobs, t0):
     assert response.status_code == 200
 
 
+def test_history__is_named_finished_jobs_in_the_singular_and_plural(admin_client, jobs, t0):
+    for job in (jobs["scheduled"], jobs["paused"]):
+        prescient.kill(job, "not needed", now=t0)
+    content = admin_client.get("/admin/prescient/jobhistory/").content.decode()
+    assert "<h1>Finished jobs</h1>" in content
+    assert "2 finished jobs" in content  # the action bar's count ("0 of 2 selected" names them)
+    assert "job history" not in content.lower().replace("prescient/jobhistory", "")
+    assert "Finished jobs" in admin_client.get("/admin/").content.decode()
+
+
 @pytest.mark.parametrize(
     ("choice", "expected"),
     [
