@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+import django
 from django.contrib import admin, messages
 from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
 from django.contrib.admin.utils import quote, unquote
@@ -126,6 +127,7 @@ class WorkflowAdmin(TitledListMixin, _AdminBase):
             **self.admin_site.each_context(request), "opts": self.opts, "workflow": workflow,
             "title": gettext("Workflow %(name)s") % {"name": workflow.name},
             "graph": workflow_graph(self.admin_site, workflow.name),
+            "breadcrumbs_as_list": django.VERSION >= (6, 0),  # Django 6 draws breadcrumbs as a list
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "prescient/admin/workflow_graph.html", context)
