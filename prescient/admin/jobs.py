@@ -197,9 +197,9 @@ class FutureJobAdmin(DashboardMixin, LinksMixin, ConsoleListMixin, _AdminBase):
                 return when(job.next_check_at)
             running = gettext("run in flight for %(time)s") % {"time": timesince(job.reserved_at, now)}
             return format_html("{}<br><small>{}</small>", when(job.next_check_at), running)
-        if job.state == State.PAUSED:  # not overdue: it waits for a person to release it
-            return format_html("{}<br><small class=\"quiet\">{}</small>", when(job.next_check_at), gettext("paused"))
         if job.next_check_at < now:
+            if job.state == State.PAUSED:  # not overdue: it waits for a person to release it
+                return format_html('{}<br><small class="quiet">{}</small>', when(job.next_check_at), gettext("paused"))
             late = gettext("overdue by %(time)s") % {"time": timesince(job.next_check_at, now)}
             return format_html(
                 '{}<br><small style="color:var(--error-fg, #ba2121)">{}</small>', when(job.next_check_at), late
