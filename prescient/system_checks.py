@@ -3,6 +3,7 @@ reported by ``manage.py check``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -137,7 +138,7 @@ def check_sqlite(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     return sqlite_warnings(settings.DATABASES.get("default", {}))
 
 
-def sqlite_warnings(database: dict[str, Any]) -> list[Any]:
+def sqlite_warnings(database: Mapping[str, Any]) -> list[Any]:
     """SQLite's default transactions start shared and fail with "database is locked" when two
     processes (a worker and the web server) upgrade to a write at once; IMMEDIATE ones queue."""
     if "sqlite3" not in str(database.get("ENGINE", "")):

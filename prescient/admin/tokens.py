@@ -151,7 +151,7 @@ class ApiTokenAdmin(_AdminBase):
         )
         return [created, *super().get_urls()]
 
-    def _url(self, name: str, pk: object) -> str:
+    def _url(self, name: str, pk: int | str) -> str:
         opts = self.opts
         return reverse(
             f"admin:{opts.app_label}_{opts.model_name}_{name}", args=[quote(pk)], current_app=self.admin_site.name
