@@ -24,6 +24,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_extensions",
+    "ninja",  # django-ninja serves the API docs page's Swagger UI itself (no CDN)
     "prescient",
     "project.shop",
 ]
