@@ -3,10 +3,12 @@ reported by ``manage.py check``."""
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, Tags, Warning, register
+from django.core.checks import Error, Info, Tags, Warning, register
+from django.urls import NoReverseMatch, reverse
 from django.utils.module_loading import import_string
 
 from .conf import DEFAULTS
@@ -128,3 +130,21 @@ def check_registry(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     for kind in registered_kinds():
         errors.extend(kind.system_checks())
     return errors
+
+
+@register(Tags.urls)
+def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """``prescient.I001``: the metrics URL is mounted but ``prometheus_client`` is missing."""
+    try:
+        url = reverse("prescient-metrics")
+    except NoReverseMatch:
+        return []
+    if importlib.util.find_spec("prometheus_client") is not None:
+        return []
+    return [
+        Info(
+            f"GET {url} answers 501: prometheus_client is not installed",
+            hint="pip install 'prescient[metrics]' to serve Prometheus metrics, or silence prescient.I001",
+            id="prescient.I001",
+        )
+    ]
