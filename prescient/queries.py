@@ -8,6 +8,7 @@ Unix epoch as slots are; :func:`bucket_counts` groups rows by bucket in one quer
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -94,13 +95,29 @@ def bucket_counts(
 
 
 def capped_count(queryset: QuerySet[Any], limit: int) -> int | None:
-    """How many rows ``queryset`` has, if at most ``limit``; None when it has more.
+    """How many rows ``queryset`` has, if at most ``limit``; None when it has more."""
+    return capped_counts({"n": queryset}, limit)["n"]
 
-    ``SELECT count(*) FROM (SELECT 1 … LIMIT limit + 1)``: at most ``limit + 1`` index entries
-    are read, however many rows match.
+
+def capped_counts(querysets: Mapping[str, QuerySet[Any]], limit: int) -> dict[str, int | None]:
+    """How many rows each of ``querysets`` has, if at most ``limit`` (None when it has more),
+    in one statement: ``SELECT (SELECT count(*) FROM (SELECT 1 … LIMIT limit + 1)), …``.
+
+    Each count reads at most ``limit + 1`` index entries, however many rows match.
     """
-    n = queryset.order_by().values("pk")[: limit + 1].count()
-    return n if n <= limit else None
+    if not querysets:
+        return {}
+    parts: list[str] = []
+    params: list[Any] = []
+    db = next(iter(querysets.values())).db
+    for queryset in querysets.values():
+        sql, part_params = queryset.order_by().values("pk")[: limit + 1].query.sql_with_params()
+        parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped)")
+        params.extend(part_params)
+    with connections[db].cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        row = cursor.fetchone()
+    return {name: (int(n) if n <= limit else None) for name, n in zip(querysets, row, strict=True)}
 
 
 def estimated_count(queryset: QuerySet[Any]) -> int:
@@ -118,15 +135,19 @@ def estimated_count(queryset: QuerySet[Any]) -> int:
     return int(plan[0]["Plan"]["Plan Rows"])
 
 
-def count(queryset: QuerySet[Any], exact_up_to: int = EXACT_COUNT_LIMIT) -> tuple[int, bool]:
-    """``(rows, exact)``: exact up to ``exact_up_to`` rows, then the planner's estimate on
-    PostgreSQL (never below what was counted), an exact count elsewhere."""
-    n = capped_count(queryset, exact_up_to)
-    if n is not None:
-        return n, True
-    if connections[queryset.db].vendor != "postgresql":
-        return queryset.order_by().count(), True
-    return max(estimated_count(queryset), exact_up_to + 1), False
+def counts(querysets: Mapping[str, QuerySet[Any]], exact_up_to: int = EXACT_COUNT_LIMIT) -> dict[str, tuple[int, bool]]:
+    """``{name: (rows, exact)}``: exact up to ``exact_up_to`` rows (one statement for all), then
+    the planner's estimate on PostgreSQL (never below what was counted), an exact count elsewhere."""
+    out: dict[str, tuple[int, bool]] = {}
+    for name, n in capped_counts(querysets, exact_up_to).items():
+        queryset = querysets[name]
+        if n is not None:
+            out[name] = (n, True)
+        elif connections[queryset.db].vendor != "postgresql":
+            out[name] = (queryset.order_by().count(), True)
+        else:
+            out[name] = (max(estimated_count(queryset), exact_up_to + 1), False)
+    return out
 
 
 @dataclass
@@ -182,16 +203,11 @@ def figures(now: datetime, *, exact_up_to: int = EXACT_COUNT_LIMIT) -> Figures:
     ``exact_up_to`` on PostgreSQL. Due jobs and the oldest one: ``prescient_job_due``. Workers:
     their own small table.
     """
-    jobs: dict[str, int] = {}
-    estimated: list[str] = []
-    for state in State.values:
-        jobs[state], exact = count(FutureJob.objects.filter(state=state), exact_up_to)
-        if not exact:
-            estimated.append(f"jobs:{state}")
     due_jobs = FutureJob.objects.due(now)
-    due, exact = count(due_jobs, exact_up_to)
-    if not exact:
-        estimated.append("due")
+    querysets = {f"jobs:{state}": FutureJob.objects.filter(state=state) for state in State.values}
+    counted = counts({**querysets, "due": due_jobs}, exact_up_to)
+    jobs = {state: counted[f"jobs:{state}"][0] for state in State.values}
+    estimated = [name for name, (_n, exact) in counted.items() if not exact]
     oldest = due_jobs.order_by().aggregate(oldest=Min("next_check_at"))["oldest"]
     cutoff = now - timedelta(seconds=stale_after_seconds())
     workers = [
@@ -203,7 +219,7 @@ def figures(now: datetime, *, exact_up_to: int = EXACT_COUNT_LIMIT) -> Figures:
     return Figures(
         now=now,
         jobs=jobs,
-        due=due,
+        due=counted["due"][0],
         oldest_overdue_seconds=0.0 if oldest is None else max(0.0, (now - oldest).total_seconds()),
         workers=workers,
         finished=finished_since(now - FINISHED_WINDOW, now),
