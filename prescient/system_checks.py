@@ -135,6 +135,8 @@ def check_registry(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 @register(Tags.urls)
 def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """``prescient.I001``: the metrics URL is mounted but ``prometheus_client`` is missing."""
+    if not getattr(settings, "ROOT_URLCONF", None):  # a worker-only project serves no URL
+        return []
     try:
         url = reverse("prescient-metrics")
     except NoReverseMatch:

@@ -128,6 +128,12 @@ def test_system_check__says_when_the_url_is_mounted_without_prometheus_client(mo
         call_command("check", fail_level="INFO")
 
 
+def test_system_check__is_silent_without_urls(monkeypatch, settings):
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    del settings.ROOT_URLCONF  # e.g. settings made for workers only
+    assert check_metrics() == []
+
+
 # --- the figures ----------------------------------------------------------------------------------
 
 
