@@ -84,3 +84,11 @@ def test_span__a_check_that_is_no_longer_known(make_thing, register, t0, spans):
     (span,) = spans()
     assert span.attributes["prescient.check"] == "test.gone"
     assert span.status.status_code == StatusCode.ERROR
+
+
+def test_span__none_without_a_configured_sdk(make_thing, register, t0, spans, monkeypatch):
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)  # the API alone
+    register("test.fine", lambda thing, job: None)
+    prescient.schedule(make_thing(), "test.fine", now=t0)
+    assert prescient.tick(t0).counts["completed"] == 1
+    assert spans() == ()
