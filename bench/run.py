@@ -38,6 +38,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "sqlite_pending": 1_000_000, "peer_drain": 10_000, "peer_future": 1_000_000,
         "herd_due": 100_000, "herd_pending": 1_000_000, "fanout": 10_000,
         "recurring_schedules": 100_000, "recurring_due": 10_000, "churn": 1_000_000,
+        "metrics_pending": 1_000_000, "metrics_history": 1_000_000, "metrics_scrapes": 15,
     },
     "quick": {
         "runs": 3, "sweep": 2_000, "pending": 100_000, "due": [300, 3_000], "idle_reps": 60,
@@ -45,20 +46,22 @@ SIZES: dict[str, dict[str, Any]] = {
         "sqlite_pending": 100_000, "peer_drain": 1_000, "peer_future": 100_000,
         "herd_due": 10_000, "herd_pending": 100_000, "fanout": 2_000,
         "recurring_schedules": 10_000, "recurring_due": 1_000, "churn": 40_000,
+        "metrics_pending": 100_000, "metrics_history": 100_000, "metrics_scrapes": 9,
     },
     "tiny": {
         "runs": 1, "sweep": 200, "pending": 2_000, "due": [50, 200], "idle_reps": 5,
         "one": 50, "many": 200, "latency": 3, "memory": 200, "memory_rounds": 1, "sqlite_pending": 2_000,
         "peer_drain": 50, "peer_future": 2_000, "herd_due": 200, "herd_pending": 2_000, "fanout": 200,
         "recurring_schedules": 200, "recurring_due": 20, "churn": 400,
+        "metrics_pending": 2_000, "metrics_history": 2_000, "metrics_scrapes": 3,
     },
 }
 
 
 #: The sections of bench/suite.py, in the order they run.
-ALL_SECTIONS = ("sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "peers")
+ALL_SECTIONS = ("sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "metrics", "peers")
 #: What ``--quick`` runs unless told otherwise (``--only herd,peers`` runs the rest).
-QUICK_SECTIONS = ("sweep", "idle", "scheduling", "workflows", "recurring")
+QUICK_SECTIONS = ("sweep", "idle", "scheduling", "workflows", "recurring", "metrics")
 #: And of those, what it runs on SQLite too (the rest is on PostgreSQL only, to stay under a minute).
 QUICK_SQLITE_SECTIONS = ("sweep", "idle", "scheduling")
 
@@ -162,6 +165,11 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("recurring.produce", "recurring: of which producing them (occurrences to jobs)", "s",
              "recurring.jobs_alone"),
         Spec("recurring.per_occurrence", "recurring: per occurrence, produced and run", "us"),
+    ]
+    mp, mh = f"{sizes['metrics_pending']:,}", f"{sizes['metrics_history']:,}"
+    out += [
+        Spec("metrics.scrape", f"metrics: one scrape of /prescient/metrics, {mp} pending, {mh} history", "s",
+             None, ("<=", 0.050, "value"), postgres_only=True),
     ]
     d, f = f"{sizes['peer_drain']:,}", f"{sizes['peer_future']:,}"
     behind = min(300, sizes["peer_drain"])

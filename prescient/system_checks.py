@@ -3,11 +3,12 @@ reported by ``manage.py check``."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, Tags, Warning, register
+from django.core.checks import Error, Info, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import NoReverseMatch, reverse
 from django.utils.module_loading import import_string
@@ -179,5 +180,25 @@ def api_docs_warnings(installed_apps: list[str]) -> list[Any]:
             f"prescient's API docs page ({docs}) loads Swagger UI from a CDN: it is blank without internet",
             hint='add "ninja" to INSTALLED_APPS: django-ninja then serves Swagger UI as static files',
             id="prescient.W010",
+        )
+    ]
+
+
+@register(Tags.urls)
+def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """``prescient.I001``: the metrics URL is mounted but ``prometheus_client`` is missing."""
+    if not getattr(settings, "ROOT_URLCONF", None):  # a worker-only project serves no URL
+        return []
+    try:
+        url = reverse("prescient-metrics")
+    except NoReverseMatch:
+        return []
+    if importlib.util.find_spec("prometheus_client") is not None:
+        return []
+    return [
+        Info(
+            f"GET {url} answers 501: prometheus_client is not installed",
+            hint="pip install 'prescient[metrics]' to serve Prometheus metrics, or silence prescient.I001",
+            id="prescient.I001",
         )
     ]
