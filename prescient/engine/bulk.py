@@ -317,7 +317,7 @@ def insert_rows(
         if len(_insert_sql) > 200:
             _insert_sql.clear()
         found = _insert_sql[key] = (fields, sql)
-    params = _columns(rows, len(fields)) if arrays else [value for row in rows for value in row]
+    params: list[Any] = _columns(rows, len(fields)) if arrays else [value for row in rows for value in row]
     if notify is not None:
         params.append(notify)
     with connection.cursor() as cursor:
