@@ -53,8 +53,12 @@ def port_problem(addrport: str) -> str | None:
     return None
 
 
-def _die_with_parent() -> None:  # pragma: no cover (runs in the child, between fork and exec)
-    """In the child: ask Linux for SIGTERM when the demo dies (PR_SET_PDEATHSIG)."""
+def _child_setup() -> None:  # pragma: no cover (runs in the child, between fork and exec)
+    """In the child: SIGINT handled (a shell starts background jobs with it ignored, which a
+    child would inherit), and on Linux a SIGTERM when the demo dies (PR_SET_PDEATHSIG)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if not sys.platform.startswith("linux"):
+        return
     try:
         import ctypes
 
@@ -75,7 +79,7 @@ class Children:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen(
             [sys.executable, str(MANAGE), *args], env=env, start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
+            preexec_fn=_child_setup,  # noqa: PLW1509
         )
         self.procs[name] = proc
         return proc

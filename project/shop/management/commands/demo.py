@@ -67,8 +67,8 @@ def admin_url(addrport: str) -> str:
     return f"http://{host}:{port}/admin/"
 
 
-class Stop(Exception):
-    """SIGTERM or SIGHUP: stop the demo as a Ctrl-C does."""
+class Stop(KeyboardInterrupt):
+    """SIGINT (Ctrl-C), SIGTERM or SIGHUP: stop the demo."""
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
@@ -132,7 +132,9 @@ class Command(BaseCommand):
         (or a child ends), then stop them all."""
         settings = [f"--settings={options['settings']}"] if options.get("settings") else []
         children = Children(self.say)
-        previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+        # SIGINT too: a shell starts a background job with SIGINT ignored, and Python then
+        # leaves it ignored; the demo is stopped by it all the same.
+        previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         try:
             if serve:
                 server = children.start("web server", "runserver", options["addrport"], "--noreload",
@@ -143,7 +145,7 @@ class Command(BaseCommand):
             self.say("new orders: " + ("none (--quiet)" if options["quiet"] else "one a minute (--quiet: none)"))
             self.say("Ctrl-C stops the demo")
             self.trickle(children, None if options["quiet"] else options["order_every"])
-        except (KeyboardInterrupt, Stop):
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (Stop)
             self.say("stopping the web server and the worker…")
             children.stop()
             self.say("demo stopped")
