@@ -46,7 +46,7 @@ $(DEMO_STAMP): pyproject.toml
 
 $(call STAMP,$(VENV52)): pyproject.toml
 	@mkdir -p .tmp
-	@py=$$(scripts/find-python 3.11 3.11 || scripts/find-python 3.10 3.13) || exit 1; \
+	@py=$$(scripts/find-python 3.11 3.11 || scripts/find-python 3.12 3.13) || exit 1; \
 	  [ -x $(VENV52)/bin/python ] || { echo "setting up $(VENV52) with $$py"; $$py -m venv $(VENV52); }
 	$(VENV52)/bin/pip install -q --disable-pip-version-check -e ".[dev,browser]" "Django>=5.2,<5.3"
 	@touch $@
@@ -77,12 +77,12 @@ test: setup setup52 postgres chromium
 test-fast: setup postgres chromium
 	scripts/run-tests $(VENV)
 
-# The fault suite alone: real workers and ticks on PostgreSQL (README, Running in production).
+# The fault suite alone: real workers and ticks on PostgreSQL (docs/operations.md, Guarantees).
 faults: setup postgres
 	DATABASE_URL=postgres://postgres@127.0.0.1:5432/prescient $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/faults
 
 # Benchmarks: a scratch database (prescient_bench, created and dropped; BENCH_DATABASE_URL
-# overrides it), a table on stdout, bench/results.json. See README, Performance.
+# overrides it), a table on stdout, bench/results.json. See docs/performance.md.
 # .venv has the `bench` extra (django-tasks-db, for the comparison in bench/peers.py).
 bench: setup postgres
 	$(VENV)/bin/python -m bench

@@ -23,3 +23,8 @@ def stamp(item: Item, job: object) -> None:
     """Records when its run started (for the wake-up latency), then ends."""
     started = time.time()
     Item.objects.filter(pk=item.pk).update(stamp=started)
+
+
+@prescient.check("bench.done", model="bench.Item")
+def done(item: Item, job: object) -> None:
+    """Ends its job: what passes through the live table in the churn section."""

@@ -37,28 +37,33 @@ SIZES: dict[str, dict[str, Any]] = {
         "one": 2_000, "many": 50_000, "latency": 100, "memory": 100_000, "memory_rounds": 2,
         "sqlite_pending": 1_000_000, "peer_drain": 10_000, "peer_future": 1_000_000,
         "herd_due": 100_000, "herd_pending": 1_000_000, "fanout": 10_000,
-        "recurring_schedules": 100_000, "recurring_due": 10_000,
+        "recurring_schedules": 100_000, "recurring_due": 10_000, "churn": 1_000_000,
+        "metrics_pending": 1_000_000, "metrics_history": 1_000_000, "metrics_scrapes": 15,
     },
     "quick": {
-        "runs": 3, "sweep": 2_000, "pending": 100_000, "due": [300, 1_000, 3_000], "idle_reps": 60,
+        "runs": 3, "sweep": 2_000, "pending": 100_000, "due": [300, 3_000], "idle_reps": 60,
         "one": 500, "many": 5_000, "latency": 20, "memory": 2_000, "memory_rounds": 1,
         "sqlite_pending": 100_000, "peer_drain": 1_000, "peer_future": 100_000,
         "herd_due": 10_000, "herd_pending": 100_000, "fanout": 2_000,
-        "recurring_schedules": 10_000, "recurring_due": 1_000,
+        "recurring_schedules": 10_000, "recurring_due": 1_000, "churn": 40_000,
+        "metrics_pending": 100_000, "metrics_history": 100_000, "metrics_scrapes": 9,
     },
     "tiny": {
         "runs": 1, "sweep": 200, "pending": 2_000, "due": [50, 200], "idle_reps": 5,
         "one": 50, "many": 200, "latency": 3, "memory": 200, "memory_rounds": 1, "sqlite_pending": 2_000,
         "peer_drain": 50, "peer_future": 2_000, "herd_due": 200, "herd_pending": 2_000, "fanout": 200,
-        "recurring_schedules": 200, "recurring_due": 20,
+        "recurring_schedules": 200, "recurring_due": 20, "churn": 400,
+        "metrics_pending": 2_000, "metrics_history": 2_000, "metrics_scrapes": 3,
     },
 }
 
 
 #: The sections of bench/suite.py, in the order they run.
-ALL_SECTIONS = ("sweep", "idle", "scheduling", "herd", "workflows", "recurring", "peers")
+ALL_SECTIONS = ("sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "metrics", "peers")
 #: What ``--quick`` runs unless told otherwise (``--only herd,peers`` runs the rest).
-QUICK_SECTIONS = ("sweep", "idle", "scheduling", "workflows", "recurring")
+QUICK_SECTIONS = ("sweep", "idle", "scheduling", "workflows", "recurring", "metrics")
+#: And of those, what it runs on SQLite too (the rest is on PostgreSQL only, to stay under a minute).
+QUICK_SQLITE_SECTIONS = ("sweep", "idle", "scheduling")
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,7 @@ class Spec:
 
     key: str
     label: str
-    unit: str  # "/s" (higher is better), "s", "us", "MB" or "x" (lower is better)
+    unit: str  # "/s" (higher is better), "s", "us", "MB", "x" (lower is better) or "n" (a count)
     baseline: str | None = None
     target: tuple[str, float, str] | None = None  # (">=" | "<=", threshold, "ratio" | "value")
     postgres_only: bool = False
@@ -137,6 +142,18 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("herd.longest_transaction", "herd: longest transaction held meanwhile", "s", postgres_only=True),
         Spec("herd.survey", "herd: the idle tick's query meanwhile", "s", "idle.due_query", postgres_only=True),
     ]
+    churn = f"{sizes['churn']:,}"
+    out += [
+        Spec("churn.idle_start", "churn: idle tick's query, fresh table", "s", postgres_only=True),
+        Spec("churn.idle_end", f"churn: the same after {churn} jobs passed, no manual VACUUM", "s",
+             "churn.idle_start", ("<=", 1.5, "ratio"), postgres_only=True),
+        Spec("churn.sweep_start", "churn: one tick's sweep rate, fresh table", "/s", postgres_only=True),
+        Spec("churn.sweep_end", f"churn: the same after {churn} jobs passed", "/s", "churn.sweep_start",
+             (">=", 0.67, "ratio"), postgres_only=True),
+        Spec("churn.rate", "churn: jobs passed per second (two ticks at once)", "/s", postgres_only=True),
+        Spec("churn.dead_rows", "churn: dead rows left in the live table", "n", postgres_only=True),
+        Spec("churn.autovacuums", "churn: autovacuum runs on the live table meanwhile", "n", postgres_only=True),
+    ]
     rs, rd = f"{sizes['recurring_schedules']:,}", f"{sizes['recurring_due']:,}"
     out += [
         Spec("recurring.idle_without", "recurring: idle tick, no schedules", "s"),
@@ -148,6 +165,11 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("recurring.produce", "recurring: of which producing them (occurrences to jobs)", "s",
              "recurring.jobs_alone"),
         Spec("recurring.per_occurrence", "recurring: per occurrence, produced and run", "us"),
+    ]
+    mp, mh = f"{sizes['metrics_pending']:,}", f"{sizes['metrics_history']:,}"
+    out += [
+        Spec("metrics.scrape", f"metrics: one scrape of /prescient/metrics, {mp} pending, {mh} history", "s",
+             None, ("<=", 0.050, "value"), postgres_only=True),
     ]
     d, f = f"{sizes['peer_drain']:,}", f"{sizes['peer_future']:,}"
     behind = min(300, sizes["peer_drain"])
@@ -284,6 +306,8 @@ def fmt(value: float | None, unit: str) -> str:
         return f"{value:.1f} us"
     if unit == "MB":
         return f"{value:.1f} MB"
+    if unit == "n":
+        return f"{value:,.0f}"
     return f"{value:.2f}x"
 
 
@@ -321,7 +345,8 @@ def base_name(key: str | None) -> str:
     if key.startswith("peers."):
         return "dtdb"
     names = {"replay.floor": "floor", "sweep.tick": "tick", "memory.before": "before", "herd.alone": "alone",
-             "idle.due_query": "idle", "recurring.idle_without": "none", "recurring.jobs_alone": "jobs"}
+             "idle.due_query": "idle", "recurring.idle_without": "none", "recurring.jobs_alone": "jobs",
+             "churn.idle_start": "start", "churn.sweep_start": "start"}
     return names.get(key, key.split(".")[0])
 
 
@@ -379,8 +404,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="also profile one PostgreSQL tick sweep with pyinstrument into PATH")
     args = parser.parse_args(argv)
     mode_name = args.mode or "full"
-    if args.only is None:  # bench-quick stays about a minute: the herd and the peers take minutes
+    sqlite_only = args.only
+    if args.only is None:  # bench-quick stays under a minute: the herd, churn and peers take minutes
         args.only = ",".join(QUICK_SECTIONS if mode_name == "quick" else ALL_SECTIONS)
+        sqlite_only = ",".join(QUICK_SQLITE_SECTIONS) if mode_name == "quick" else args.only
     sizes = dict(SIZES[mode_name])
     if args.runs:
         sizes["runs"] = args.runs
@@ -402,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             sqlite_sizes = dict(sizes, pending=sizes["sqlite_pending"])
             results["sqlite"] = run_suite({"BENCH_SQLITE": str(Path(tmp) / "bench.sqlite3")}, sqlite_sizes,
-                                          args.only, None)
+                                          sqlite_only or args.only, None)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     rows = []

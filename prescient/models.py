@@ -180,8 +180,9 @@ class JobHistory(models.Model):
     )
 
     class Meta:
-        verbose_name = _("job history")
-        verbose_name_plural = _("job history")
+        # "2 finished jobs" (beside "future jobs"); "job history" had no plural.
+        verbose_name = _("finished job")
+        verbose_name_plural = _("finished jobs")
         ordering = ["-finished_at", "-id"]
         indexes = [
             models.Index(fields=["finished_at"], name="prescient_hist_finished"),

@@ -1,22 +1,35 @@
-"""Read-only queries for the dashboard and the status: counts computed in the database.
+"""Read-only queries for the dashboard, the status and the metrics: counts computed in the database.
 
 :class:`EpochBucket` numbers the fixed-length buckets a datetime falls in, counted from the
 Unix epoch as slots are; :func:`bucket_counts` groups rows by bucket in one query.
+:func:`figures` is what ``GET /prescient/metrics`` reports, each figure from an indexed query.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import NotSupportedError
-from django.db.models import Count, Func, IntegerField, QuerySet
+from django.db import NotSupportedError, connections
+from django.db.models import Count, Func, IntegerField, Min, QuerySet
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
     from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
 
 from prescient import slots
+from prescient.conf import stale_after_seconds
+from prescient.models import FutureJob, JobHistory, Worker
+from prescient.states import Outcome, State
+
+#: Rows counted one by one before a count becomes the planner's estimate (PostgreSQL only):
+#: counting a million rows exactly takes longer than a scrape may (as Oban Met does).
+EXACT_COUNT_LIMIT = 10_000
+#: The window of ``prescient_finished_jobs``.
+FINISHED_WINDOW = timedelta(hours=1)
 
 
 class EpochBucket(Func):
@@ -79,3 +92,136 @@ def bucket_counts(
         .annotate(n=Count("pk"))
     )
     return {(int(row["bucket"]) - first, row[key]): row["n"] for row in rows}
+
+
+def capped_count(queryset: QuerySet[Any], limit: int) -> int | None:
+    """How many rows ``queryset`` has, if at most ``limit``; None when it has more."""
+    return capped_counts({"n": queryset}, limit)["n"]
+
+
+def capped_counts(querysets: Mapping[str, QuerySet[Any]], limit: int) -> dict[str, int | None]:
+    """How many rows each of ``querysets`` has, if at most ``limit`` (None when it has more),
+    in one statement: ``SELECT (SELECT count(*) FROM (SELECT 1 … LIMIT limit + 1)), …``.
+
+    Each count reads at most ``limit + 1`` index entries, however many rows match.
+    """
+    if not querysets:
+        return {}
+    parts: list[str] = []
+    params: list[Any] = []
+    db = next(iter(querysets.values())).db
+    for queryset in querysets.values():
+        sql, part_params = queryset.order_by().values("pk")[: limit + 1].query.sql_with_params()
+        parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped)")
+        params.extend(part_params)
+    with connections[db].cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        row = cursor.fetchone()
+    return {name: (int(n) if n <= limit else None) for name, n in zip(querysets, row, strict=True)}
+
+
+def estimated_count(queryset: QuerySet[Any]) -> int:
+    """The query planner's estimate of the rows of ``queryset`` (PostgreSQL, from the table's
+    statistics); an exact count on other databases."""
+    connection = connections[queryset.db]
+    if connection.vendor != "postgresql":
+        return queryset.order_by().count()
+    sql, params = queryset.order_by().values("pk").query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+        plan = cursor.fetchone()[0]
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
+def counts(querysets: Mapping[str, QuerySet[Any]], exact_up_to: int = EXACT_COUNT_LIMIT) -> dict[str, tuple[int, bool]]:
+    """``{name: (rows, exact)}``: exact up to ``exact_up_to`` rows (one statement for all), then
+    the planner's estimate on PostgreSQL (never below what was counted), an exact count elsewhere."""
+    out: dict[str, tuple[int, bool]] = {}
+    for name, n in capped_counts(querysets, exact_up_to).items():
+        queryset = querysets[name]
+        if n is not None:
+            out[name] = (n, True)
+        elif connections[queryset.db].vendor != "postgresql":
+            out[name] = (queryset.order_by().count(), True)
+        else:
+            out[name] = (max(estimated_count(queryset), exact_up_to + 1), False)
+    return out
+
+
+@dataclass
+class WorkerFigure:
+    name: str
+    #: The worker's host clock minus the database's, at its last heartbeat.
+    clock_skew_seconds: float
+
+
+@dataclass
+class Figures:
+    """What ``GET /prescient/metrics`` reports, as of ``now``."""
+
+    now: datetime
+    #: Live jobs per state (every state, zeros included).
+    jobs: dict[str, int]
+    #: Scheduled jobs whose time has come.
+    due: int
+    #: How late the oldest due job is (0 when none is due).
+    oldest_overdue_seconds: float
+    #: Workers that heart-beat within the stale period and have not stopped.
+    workers: list[WorkerFigure]
+    #: History rows finished in the last :data:`FINISHED_WINDOW`, per outcome (zeros included).
+    finished: dict[str, int]
+    #: Counts that are the planner's estimate rather than exact ("jobs:<state>", "due").
+    estimated: list[str] = field(default_factory=list)
+
+
+def finished_since(since: datetime, until: datetime) -> dict[str, int]:
+    """History rows with ``since <= finished_at < until``, per outcome (every outcome named).
+
+    One range scan of an index on ``finished_at``: ``prescient_hist_finished``, or an index on
+    ``(outcome, finished_at)`` when there is one (the outcomes are listed for it), never the
+    whole table. The rows of one hour are counted exactly.
+    """
+    counts = dict.fromkeys(Outcome.values, 0)
+    rows = (
+        JobHistory.objects.filter(outcome__in=Outcome.values, finished_at__gte=since, finished_at__lt=until)
+        .order_by()
+        .values("outcome")
+        .annotate(n=Count("pk"))
+    )
+    for row in rows:
+        counts[row["outcome"]] = row["n"]
+    return counts
+
+
+def figures(now: datetime, *, exact_up_to: int = EXACT_COUNT_LIMIT) -> Figures:
+    """The metrics as of ``now``: a few short indexed queries, none over the whole history.
+
+    Jobs per state: one capped count per state (the partial index ``prescient_job_due`` for
+    ``scheduled``, ``prescient_job_workflow`` for the others), the planner's estimate above
+    ``exact_up_to`` on PostgreSQL. Due jobs and the oldest one: ``prescient_job_due``. Workers:
+    their own small table.
+    """
+    due_jobs = FutureJob.objects.due(now)
+    querysets = {f"jobs:{state}": FutureJob.objects.filter(state=state) for state in State.values}
+    counted = counts({**querysets, "due": due_jobs}, exact_up_to)
+    jobs = {state: counted[f"jobs:{state}"][0] for state in State.values}
+    estimated = [name for name, (_n, exact) in counted.items() if not exact]
+    oldest = due_jobs.order_by().aggregate(oldest=Min("next_check_at"))["oldest"]
+    cutoff = now - timedelta(seconds=stale_after_seconds())
+    workers = [
+        WorkerFigure(name=name, clock_skew_seconds=skew)
+        for name, skew in Worker.objects.filter(stopped_at__isnull=True, heartbeat_at__gte=cutoff)
+        .order_by("name")
+        .values_list("name", "clock_skew_seconds")
+    ]
+    return Figures(
+        now=now,
+        jobs=jobs,
+        due=counted["due"][0],
+        oldest_overdue_seconds=0.0 if oldest is None else max(0.0, (now - oldest).total_seconds()),
+        workers=workers,
+        finished=finished_since(now - FINISHED_WINDOW, now),
+        estimated=estimated,
+    )

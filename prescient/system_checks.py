@@ -3,10 +3,14 @@ reported by ``manage.py check``."""
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, Tags, Warning, register
+from django.core.checks import Error, Info, Tags, Warning, register
+from django.core.exceptions import ImproperlyConfigured
+from django.urls import NoReverseMatch, reverse
 from django.utils.module_loading import import_string
 
 from .conf import DEFAULTS
@@ -128,3 +132,73 @@ def check_registry(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     for kind in registered_kinds():
         errors.extend(kind.system_checks())
     return errors
+
+
+@register(Tags.compatibility)
+def check_sqlite(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    return sqlite_warnings(settings.DATABASES.get("default", {}))
+
+
+def sqlite_warnings(database: Mapping[str, Any]) -> list[Any]:
+    """SQLite's default transactions start shared and fail with "database is locked" when two
+    processes (a worker and the web server) upgrade to a write at once; IMMEDIATE ones queue."""
+    if "sqlite3" not in str(database.get("ENGINE", "")):
+        return []
+    options = database.get("OPTIONS") or {}
+    mode = options.get("transaction_mode") if isinstance(options, dict) else None
+    if str(mode or "").upper() in ("IMMEDIATE", "EXCLUSIVE"):  # both take the write lock at BEGIN
+        return []
+    return [
+        Warning(
+            "The default database is SQLite without transaction_mode IMMEDIATE: a worker or tick "
+            "beside the web server will fail with \"database is locked\" under load",
+            hint=(
+                'add "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20} to DATABASES["default"] '
+                f"(got transaction_mode={mode!r}); or use PostgreSQL in production"
+            ),
+            id="prescient.W011",
+        )
+    ]
+
+
+@register(Tags.urls)
+def check_api_docs(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    return api_docs_warnings(settings.INSTALLED_APPS)
+
+
+def api_docs_warnings(installed_apps: list[str]) -> list[Any]:
+    """The API's docs page (``docs``) loads Swagger UI from a CDN unless django-ninja is an
+    installed app (then its own copy is served as static files): blank without internet."""
+    if "ninja" in installed_apps or not getattr(settings, "ROOT_URLCONF", None):
+        return []
+    try:
+        docs = reverse("prescient-api:openapi-view")
+    except (NoReverseMatch, ImproperlyConfigured, ImportError):  # prescient's URLs are not mounted
+        return []
+    return [
+        Warning(
+            f"prescient's API docs page ({docs}) loads Swagger UI from a CDN: it is blank without internet",
+            hint='add "ninja" to INSTALLED_APPS: django-ninja then serves Swagger UI as static files',
+            id="prescient.W010",
+        )
+    ]
+
+
+@register(Tags.urls)
+def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """``prescient.I001``: the metrics URL is mounted but ``prometheus_client`` is missing."""
+    if not getattr(settings, "ROOT_URLCONF", None):  # a worker-only project serves no URL
+        return []
+    try:
+        url = reverse("prescient-metrics")
+    except NoReverseMatch:
+        return []
+    if importlib.util.find_spec("prometheus_client") is not None:
+        return []
+    return [
+        Info(
+            f"GET {url} answers 501: prometheus_client is not installed",
+            hint="pip install 'prescient[metrics]' to serve Prometheus metrics, or silence prescient.I001",
+            id="prescient.I001",
+        )
+    ]

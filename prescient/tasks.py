@@ -141,16 +141,18 @@ class PrescientBackend(BaseTaskBackend):
         except (TypeError, ValueError) as exc:
             raise TypeError(f"The arguments of task {task.module_path} must be JSON: {exc}") from exc
         job = kind.new_job(task, self.alias, args, kwargs, due, run_after, now, uuid.uuid4().hex)
-        with transaction.atomic():
-            if parents:
+        # The wake-up is delivered when the job commits (with the caller's transaction, if
+        # any). Sent for a deferred task too, so that an idle worker sets its next wake-up to
+        # the task's exact run_after.
+        if not parents:
+            store.insert(job, wake=True)  # one statement: in autocommit mode, one round trip
+        else:
+            with transaction.atomic():
                 dependencies.lock_parents(parents)
                 job.state = State.WAITING
-            store.insert(job)
-            if parents:
+                store.insert(job)
                 dependencies.attach([job.pk], parents, policy, now)
-            # Delivered when the caller's transaction commits. Sent for a deferred task too, so
-            # that an idle worker sets its next wake-up to the task's exact run_after.
-            store.notify()
+                store.notify()
         result = kind.result_of(job, task, TaskResultStatus.READY)
         task_enqueued.send(type(self), task_result=result)
         return result

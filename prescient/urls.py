@@ -3,7 +3,8 @@
     path("prescient/", include("prescient.urls")),
 
 This serves the JSON API (``tasks``, ``workflows/<name>/...``, ``schedules``, ``history``, ``health``), its
-OpenAPI document (``openapi.json``) and an interactive page for it (``docs``). Any other path
+OpenAPI document (``openapi.json``), an interactive page for it (``docs``) and the Prometheus
+metrics (``metrics``, see docs/metrics.md). Any other path
 below the mount point is a JSON 404, and a wrong method a JSON 405.
 """
 
@@ -18,6 +19,7 @@ from django.urls import URLPattern, URLResolver, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
 from .api.errors import ApiError
+from .api.metrics import metrics
 from .api.views import api
 
 
@@ -59,6 +61,7 @@ def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
 _api_patterns, _app_name, _namespace = api.urls
 
 urlpatterns = [
+    path("metrics", metrics, name="prescient-metrics"),
     path("", (_with_json_405(_api_patterns), _app_name, _namespace)),
     re_path(r"^(?P<rest>.*)$", not_found, name="prescient-not-found"),
 ]

@@ -26,6 +26,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "ninja",  # django-ninja serves the API docs page's Swagger UI itself (no CDN)
     "prescient",
     "tests.testapp",
 ]

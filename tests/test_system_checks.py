@@ -2,7 +2,14 @@
 
 import pytest
 
-from prescient.system_checks import check_registry, check_settings
+from prescient.system_checks import (
+    api_docs_warnings,
+    check_api_docs,
+    check_registry,
+    check_settings,
+    check_sqlite,
+    sqlite_warnings,
+)
 
 
 def ids(errors):
@@ -56,3 +63,44 @@ def test_check_naming_a_missing_model(register):
     errors = check_registry()
     assert ids(errors) == ["prescient.E010"]
     assert "nowhere.ghost" in errors[0].msg
+
+
+SQLITE = {"ENGINE": "django.db.backends.sqlite3", "NAME": "db.sqlite3"}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [None, {}, {"timeout": 20}, {"transaction_mode": "DEFERRED"}, {"init_command": "PRAGMA journal_mode=wal"}],
+)
+def test_sqlite_without_immediate_transactions__warns_with_the_fix(options):
+    database = SQLITE if options is None else {**SQLITE, "OPTIONS": options}
+    (warning,) = sqlite_warnings(database)
+    assert warning.id == "prescient.W011"
+    assert "database is locked" in warning.msg
+    assert '"transaction_mode": "IMMEDIATE"' in warning.hint
+
+
+@pytest.mark.parametrize("mode", ["IMMEDIATE", "immediate", "EXCLUSIVE"])
+def test_sqlite_with_immediate_transactions__is_clean(mode):
+    assert sqlite_warnings({**SQLITE, "OPTIONS": {"transaction_mode": mode}}) == []
+
+
+def test_postgresql__needs_no_transaction_mode():
+    assert sqlite_warnings({"ENGINE": "django.db.backends.postgresql", "NAME": "x"}) == []
+
+
+def test_api_docs_without_ninja_installed__warns_that_swagger_comes_from_a_cdn():
+    (warning,) = api_docs_warnings(["django.contrib.admin", "prescient"])
+    assert warning.id == "prescient.W010"
+    assert "/prescient/docs" in warning.msg and "CDN" in warning.msg
+    assert '"ninja"' in warning.hint
+    assert api_docs_warnings(["ninja", "prescient"]) == []
+
+
+@pytest.mark.urls("tests.admin.test_jobs_and_history")  # an admin, no prescient URLs: no docs page
+def test_api_docs__no_warning_when_prescient_urls_are_not_mounted():
+    assert api_docs_warnings(["prescient"]) == []
+
+
+def test_the_test_settings__trip_neither_warning():
+    assert check_sqlite() == [] and check_api_docs() == []

@@ -291,3 +291,62 @@ def test_admin__retries_a_failed_task_from_history(admin_client, django_user_mod
     assert (job.job_exec, job.priority, job.payload["args"]) == (row.job_exec, 7, ["again"])
     retried = tasks.boom.get_result(str(job.pk))
     assert retried.status == TaskResultStatus.READY and retried.args == ["again"]
+
+
+def _listener():
+    import psycopg
+    from django.db import connection
+
+    settings = connection.settings_dict
+    listener = psycopg.connect(
+        dbname=settings["NAME"], user=settings.get("USER") or None, host=settings.get("HOST") or None,
+        port=settings.get("PORT") or None, autocommit=True,
+    )
+    listener.execute("LISTEN prescient_due")
+    return listener
+
+
+@pytest.mark.postgres
+def test_enqueue__wakes_listening_workers_in_one_statement(transactional_db, django_assert_num_queries):
+    listener = _listener()
+    try:
+        with django_assert_num_queries(1):  # the job and its wake-up: one round trip in autocommit
+            result = tasks.add.enqueue(1, 2)
+        received = list(listener.notifies(timeout=5, stop_after=1))
+        assert [n.channel for n in received] == ["prescient_due"]
+        assert FutureJob.objects.filter(pk=result.id).exists()
+    finally:
+        listener.close()
+
+
+@pytest.mark.postgres
+def test_enqueue__in_a_rolled_back_transaction_wakes_nobody(transactional_db):
+    listener = _listener()
+    try:
+        with pytest.raises(RuntimeError), transaction.atomic():  # noqa: PT012 (enqueue, then roll back)
+            tasks.add.enqueue(1, 2)
+            raise RuntimeError("roll back")
+        tasks.add.enqueue(3, 4)  # the only wake-up sent
+        received = list(listener.notifies(timeout=2))
+        assert len(received) == 1
+        assert FutureJob.objects.count() == 1
+    finally:
+        listener.close()
+
+
+def test_enqueue__a_refused_row_leaves_the_callers_transaction_usable():
+    """A job the database refuses (here a NUL in its arguments on PostgreSQL, or a clash with
+    a pending job everywhere) raises, and the caller's transaction goes on."""
+    from django.db import IntegrityError
+
+    from prescient.engine import store
+
+    with transaction.atomic():
+        first = tasks.add.enqueue(1, 2)
+        job = FutureJob.objects.get(pk=first.id)
+        clash = FutureJob(**{f.attname: getattr(job, f.attname) for f in FutureJob._meta.concrete_fields
+                             if not f.primary_key})
+        with pytest.raises(IntegrityError):
+            store.insert(clash, wake=True)
+        second = tasks.add.enqueue(3, 4)  # the transaction is still usable
+    assert set(FutureJob.objects.values_list("pk", flat=True)) == {int(first.id), int(second.id)}

@@ -285,18 +285,38 @@ def search_entities(queryset: QuerySet[Any], term: str) -> QuerySet[Any]:
     return queryset.filter(by_key | Q(workflow=term))
 
 
-class ConsoleListMixin(AdminMixinBase):
-    """The changelists of prescient's admin: titled by the model, Django's date hierarchy
-    drawn from one query (see :func:`light_date_hierarchy`), and an exact search (see
-    :func:`search_entities`)."""
+def unfiltered_count(response: HttpResponse) -> HttpResponse:
+    """No "(Show all)" link beside the search box of a list that no filter or search narrows.
+
+    With ``show_full_result_count = False`` (no ``COUNT(*)`` over a large table) Django's
+    full count is ``None``, never equal to the rows shown, so its search box always offers
+    "(Show all)". A list with no filter and no search term shows all rows: its count is the full one.
+    """
+    cl = (getattr(response, "context_data", None) or {}).get("cl")
+    if cl is not None and cl.full_result_count is None and not cl.query and not cl.get_filters_params():
+        cl.full_result_count = cl.result_count
+    return response
+
+
+class TitledListMixin(AdminMixinBase):
+    """A changelist titled by the model, with no "(Show all)" when nothing narrows it."""
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        # Rows change through actions, never a form: "Select … to change" would mislead.
+        title = {"title": capfirst(self.opts.verbose_name_plural)}
+        return unfiltered_count(super().changelist_view(request, {**title, **(extra_context or {})}))
+
+
+class ConsoleListMixin(TitledListMixin):
+    """The changelists of the jobs and their history: titled by the model (:class:`TitledListMixin`),
+    Django's date hierarchy drawn from one query (see :func:`light_date_hierarchy`), and an exact
+    search (see :func:`search_entities`)."""
 
     change_list_template = "prescient/admin/change_list.html"
     search_help_text = _("An entity key (42 or shop.order#42) or a workflow name, exactly.")
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        # Rows change through actions, never a form: "Select … to change" would mislead.
-        title = {"title": capfirst(self.opts.verbose_name_plural)}
-        response = super().changelist_view(request, {**title, **(extra_context or {})})
+        response = super().changelist_view(request, extra_context)
         context = getattr(response, "context_data", None) or {}
         if "cl" in context and context["cl"].date_hierarchy:
             context["prescient_date_hierarchy"] = light_date_hierarchy(context["cl"])

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
@@ -23,6 +24,7 @@ from prescient.admin.display import (
     duration,
     entity_cell,
     fieldset_names,
+    when,
 )
 from prescient.admin.graph import LinksMixin
 from prescient.engine.kind import UnknownKind, get_kind
@@ -37,9 +39,11 @@ else:
 
 @admin.register(JobHistory)
 class JobHistoryAdmin(LinksMixin, ConsoleListMixin, _AdminBase):
+    # Few columns, so that the list fits a 1400 px window beside the admin's sidebars: runs and
+    # time per run go under the run time, failures under the checks, the lifetime under the end
+    # (the row's page has each).
     list_display = [
-        "job_exec", "entity", "outcome_badge", "check_count", "run_count", "failure_count",
-        "run_time", "time_per_run", "lifetime", "finished_at", "workflow",
+        "job_exec", "entity", "outcome_badge", "checks", "runs", "finished", "workflow",
     ]
     list_filter = ["outcome", CheckFilter]
     search_fields = ["=entity_key", "=workflow"]
@@ -115,6 +119,32 @@ class JobHistoryAdmin(LinksMixin, ConsoleListMixin, _AdminBase):
     def run_time(self, row: JobHistory) -> str:
         """Time spent in the check, over all of the job's runs."""
         return duration(row.total_run_seconds)
+
+    @admin.display(description=_("checks"), ordering="check_count")
+    def checks(self, row: JobHistory) -> str:
+        """The checks used, and under it the failed runs (if any)."""
+        if not row.failure_count:
+            return str(row.check_count)
+        failures = ngettext("%(count)d failure", "%(count)d failures", row.failure_count) % {"count": row.failure_count}
+        return format_html('{}<br><small class="nowrap">{}</small>', row.check_count, failures)
+
+    @admin.display(description=_("run time"), ordering="total_run_seconds")
+    def runs(self, row: JobHistory) -> str:
+        """The run time, and under it the number of runs and the time per run."""
+        runs = ngettext("%(count)d run", "%(count)d runs", row.run_count) % {"count": row.run_count}
+        lines = [self.run_time(row), runs]
+        if row.run_count:
+            lines.append(gettext("%(time)s each") % {"time": self.time_per_run(row)})
+        return format_html(
+            '<span class="nowrap">{}</span><br><small class="nowrap">{}</small>',
+            lines[0], format_html_join(mark_safe("<br>"), "{}", ((line,) for line in lines[1:])),
+        )
+
+    @admin.display(description=_("finished"), ordering="finished_at")
+    def finished(self, row: JobHistory) -> str:
+        """When the job ended, and under it how long it lived."""
+        lived = gettext("after %(time)s") % {"time": self.lifetime(row)}
+        return format_html("{}<br><small>{}</small>", when(row.finished_at), lived)
 
     @admin.display(description=_("per run"))
     def time_per_run(self, row: JobHistory) -> str:

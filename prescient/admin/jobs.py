@@ -53,6 +53,7 @@ from prescient.engine import verbs as services
 from prescient.exceptions import InvalidTime, InvalidTransition, UnknownCheck
 from prescient.kinds.links import admin_url
 from prescient.models import FutureJob, JobHistory
+from prescient.states import State
 
 # ModelAdmin is generic in django-stubs only (subscripting it at runtime needs django_stubs_ext).
 if TYPE_CHECKING:
@@ -197,6 +198,8 @@ class FutureJobAdmin(DashboardMixin, LinksMixin, ConsoleListMixin, _AdminBase):
             running = gettext("run in flight for %(time)s") % {"time": timesince(job.reserved_at, now)}
             return format_html("{}<br><small>{}</small>", when(job.next_check_at), running)
         if job.next_check_at < now:
+            if job.state == State.PAUSED:  # not overdue: it waits for a person to release it
+                return format_html('{}<br><small class="quiet">{}</small>', when(job.next_check_at), gettext("paused"))
             late = gettext("overdue by %(time)s") % {"time": timesince(job.next_check_at, now)}
             return format_html(
                 '{}<br><small style="color:var(--error-fg, #ba2121)">{}</small>', when(job.next_check_at), late
@@ -406,7 +409,7 @@ class FutureJobAdmin(DashboardMixin, LinksMixin, ConsoleListMixin, _AdminBase):
         jobs = list(queryset[:KILL_PREVIEW])
         context = {
             **self.admin_site.each_context(request),
-            "title": gettext("Kill jobs"),
+            "title": ngettext("Kill a job", "Kill %(count)d jobs", total) % {"count": total},
             "opts": self.opts,
             "form": form,
             "jobs": jobs,

@@ -76,7 +76,7 @@ def sleep_jobs(modeladmin: Any, request: HttpRequest, queryset: QuerySet[FutureJ
     jobs = list(queryset[:PREVIEW])
     context = {
         **modeladmin.admin_site.each_context(request),
-        "title": gettext("Sleep jobs"),
+        "title": ngettext("Sleep a job", "Sleep %(count)d jobs", total) % {"count": total},
         "opts": modeladmin.opts,
         "form": form,
         "jobs": jobs,

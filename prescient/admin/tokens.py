@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+import django
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.db.models import ForeignKey, QuerySet
 from django.forms import ModelChoiceField
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import NoReverseMatch, reverse
+from django.urls import NoReverseMatch, URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
@@ -30,6 +33,10 @@ if TYPE_CHECKING:
 else:
     _AdminBase = admin.ModelAdmin
     _FormBase = forms.ModelForm
+
+
+#: Where a new token's secret waits, in the session, for the page that shows it once.
+SESSION_KEY = "prescient_new_token"
 
 
 class ApiTokenForm(_FormBase):
@@ -124,9 +131,43 @@ class ApiTokenAdmin(_AdminBase):
         super().save_model(request, obj, form, change)
 
     def response_add(self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None) -> HttpResponse:
+        """POST/redirect/GET: the secret waits in the session for the one page that shows it.
+
+        A refresh of that page (or a second visit) finds it gone and shows it no more; it never
+        re-posts the form, so it never creates a second token.
+        """
         secret = getattr(obj, "_prescient_secret", None)
         if secret is None:
             return super().response_add(request, obj, post_url_continue)
+        request.session[SESSION_KEY] = {"pk": obj.pk, "secret": secret}
+        return HttpResponseRedirect(self._url("created", obj.pk))
+
+    def get_urls(self) -> list[URLPattern]:
+        opts = self.opts
+        created = path(
+            "<path:object_id>/created/",
+            self.admin_site.admin_view(self.created_view),
+            name=f"{opts.app_label}_{opts.model_name}_created",
+        )
+        return [created, *super().get_urls()]
+
+    def _url(self, name: str, pk: int | str) -> str:
+        opts = self.opts
+        return reverse(
+            f"admin:{opts.app_label}_{opts.model_name}_{name}", args=[quote(pk)], current_app=self.admin_site.name
+        )
+
+    def created_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The new token's secret, shown once (then forgotten: the session keeps it no longer)."""
+        token = self.get_object(request, unquote(object_id))
+        if token is None or not self.has_view_or_change_permission(request, token):
+            raise PermissionDenied
+        pending = request.session.get(SESSION_KEY)
+        if not isinstance(pending, dict) or pending.get("pk") != token.pk:
+            shown = gettext("A token's secret is shown only once. Lost it? Revoke the token and create another.")
+            messages.info(request, shown)
+            return HttpResponseRedirect(self._url("change", token.pk))
+        del request.session[SESSION_KEY]
         try:
             api_root = reverse("prescient-api:openapi-json").removesuffix("openapi.json")
         except NoReverseMatch:
@@ -135,10 +176,13 @@ class ApiTokenAdmin(_AdminBase):
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": gettext("API token created"),
-            "token": obj,
-            "secret": secret,
+            "token": token,
+            "token_url": self._url("change", token.pk),
+            "secret": pending["secret"],
             "api_url": request.build_absolute_uri(api_root) if api_root else None,
+            "breadcrumbs_as_list": django.VERSION >= (6, 0),  # Django 6 draws breadcrumbs as a list
         }
+        request.current_app = self.admin_site.name
         response = TemplateResponse(request, "prescient/admin/token_created.html", context)
         response["Cache-Control"] = "no-store"
         return response

@@ -13,7 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
-from prescient.admin.display import ERROR, QUIET, SUCCESS, ago, badge, when
+from prescient.admin.display import ERROR, QUIET, SUCCESS, TitledListMixin, ago, badge, when
 from prescient.conf import stale_after_seconds
 from prescient.models import Worker
 
@@ -59,7 +59,7 @@ class WorkerStatusFilter(admin.SimpleListFilter):
 
 
 @admin.register(Worker)
-class WorkerAdmin(_AdminBase):
+class WorkerAdmin(TitledListMixin, _AdminBase):
     """The worker registry, as the workers write it: view only."""
 
     list_display = [

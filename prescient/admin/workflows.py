@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+import django
 from django.contrib import admin, messages
 from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
 from django.contrib.admin.utils import quote, unquote
@@ -17,11 +18,10 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
-from django.utils.text import capfirst
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from prescient.admin.display import STATE_COLOURS, badge
+from prescient.admin.display import STATE_COLOURS, TitledListMixin, badge
 from prescient.admin.graph import workflow_graph
 from prescient.engine import verbs as services
 from prescient.kinds.links import admin_url
@@ -88,7 +88,7 @@ WORKFLOW_VERBS: dict[str, tuple[Callable[[str], str], Any]] = {
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(_AdminBase):
+class WorkflowAdmin(TitledListMixin, _AdminBase):
     list_display = [
         "name", "status", "paused_at", "scheduled_jobs", "running_jobs", "paused_jobs", "buried_jobs", "waiting_jobs",
         "graph",
@@ -127,6 +127,7 @@ class WorkflowAdmin(_AdminBase):
             **self.admin_site.each_context(request), "opts": self.opts, "workflow": workflow,
             "title": gettext("Workflow %(name)s") % {"name": workflow.name},
             "graph": workflow_graph(self.admin_site, workflow.name),
+            "breadcrumbs_as_list": django.VERSION >= (6, 0),  # Django 6 draws breadcrumbs as a list
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "prescient/admin/workflow_graph.html", context)
@@ -147,10 +148,6 @@ class WorkflowAdmin(_AdminBase):
 
     def has_change_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
         return obj is None and super().has_change_permission(request)
-
-    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        title = {"title": capfirst(self.opts.verbose_name_plural)}
-        return super().changelist_view(request, {**title, **(extra_context or {})})
 
     @admin.display(description=_("status"), ordering="paused_at")
     def status(self, workflow: Workflow) -> SafeString:

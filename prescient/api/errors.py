@@ -35,6 +35,7 @@ CODES = {
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    501: "not_implemented",
     503: "unavailable",
 }
 

@@ -281,19 +281,25 @@ def insert_rows(
     *,
     skip_conflicts_on: tuple[str, ...] = (),
     returning: str | None = None,
+    notify: str | None = None,
 ) -> list[Any]:
     """``INSERT`` prepared ``rows`` (values of ``fields``, see :func:`prep_all`) in one statement.
 
     With ``skip_conflicts_on`` (the columns of a unique constraint), rows that clash with it
     are skipped (``ON CONFLICT (…) DO NOTHING``). With ``returning`` (a column name), the
-    values of that column of the rows written are returned, else nothing. Give at most
-    :func:`max_rows` rows.
+    values of that column of the rows written are returned, else nothing. With ``notify``
+    (a channel; PostgreSQL, with ``returning``), the same statement also sends a ``NOTIFY``
+    on it for each row written, so that a row and its wake-up are one round trip and commit
+    together. Give at most :func:`max_rows` rows.
     """
     if not rows:
         return []
+    if notify is not None and not (_arrays() and returning):
+        raise ValueError("notify= needs PostgreSQL and returning=")
     # One row goes as VALUES (quickest to plan); many as arrays on PostgreSQL.
     arrays = _arrays() and len(rows) > 1
-    key = (connection.vendor, model, id(fields), skip_conflicts_on, returning, 0 if arrays else len(rows))
+    key = (connection.vendor, model, id(fields), skip_conflicts_on, returning, notify is not None,
+           0 if arrays else len(rows))
     found = _insert_sql.get(key)
     if found is None or found[0] is not fields:
         sql = f"INSERT INTO {_qn(model._meta.db_table)} ({', '.join(quote_column(f) for f in fields)}) "
@@ -306,10 +312,14 @@ def insert_rows(
             sql += f" ON CONFLICT ({', '.join(_qn(c) for c in skip_conflicts_on)}) DO NOTHING"
         if returning:
             sql += f" RETURNING {_qn(returning)}"
+        if notify is not None:
+            sql = f"WITH written AS ({sql}) SELECT {_qn(cast(str, returning))}, pg_notify(%s, '') FROM written"
         if len(_insert_sql) > 200:
             _insert_sql.clear()
         found = _insert_sql[key] = (fields, sql)
     params = _columns(rows, len(fields)) if arrays else [value for row in rows for value in row]
+    if notify is not None:
+        params.append(notify)
     with connection.cursor() as cursor:
         cursor.execute(found[1], params)
         if returning:

@@ -22,7 +22,7 @@ from django.db import connection
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 
-from prescient import interrupts
+from prescient import interrupts, telemetry
 from prescient.checks import Check
 from prescient.conf import stale_after_seconds
 from prescient.exceptions import PrescientError
@@ -159,12 +159,17 @@ def prepare(jobs: Sequence[FutureJob]) -> dict[int, Any]:
 
 
 def run_one(job: FutureJob, context: Any, now: datetime) -> Decision:
-    """Run one claimed job through its kind and decide what follows."""
-    try:
-        kind: JobKind = get_kind(job.kind)
-    except PrescientError as exc:
-        return failure(Decision(job=job, event=Event.FINISH), None, describe(exc), now)
-    return kind.run(job, context, now)
+    """Run one claimed job through its kind and decide what follows (in an OpenTelemetry span,
+    when ``opentelemetry-api`` is installed: :mod:`prescient.telemetry`)."""
+    with telemetry.run_span(job) as span:
+        try:
+            kind: JobKind = get_kind(job.kind)
+        except PrescientError as exc:
+            decision = failure(Decision(job=job, event=Event.FINISH), None, describe(exc), now)
+        else:
+            decision = kind.run(job, context, now)
+        span.record(decision)
+    return decision
 
 
 def failed_run(job: FutureJob, error: str, now: datetime, seconds: float = 0.0) -> Decision:

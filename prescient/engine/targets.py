@@ -39,7 +39,7 @@ def entity_ref(entity: models.Model, check: Check) -> tuple[str, str]:
     label = entity._meta.label_lower
     if check.model_label is not None and label != check.model_label:
         raise InvalidEntity(
-            f"Check {check.name!r} is about {check.model_label}, got a {label} instance"
+            f"Check {check.name!r} is about {check.model_label}, got an instance of {label}"
         )
     return label, str(entity.pk)
 
@@ -47,7 +47,12 @@ def entity_ref(entity: models.Model, check: Check) -> tuple[str, str]:
 def due_time(
     check: Check, now: datetime, at: datetime | None = None, delay: timedelta | None = None
 ) -> datetime:
-    """The slot a new job is first due in: ``at``, ``now + delay`` or ``now``, rounded up."""
+    """The slot a new job is first due in: ``at``, ``now + delay`` or ``now``, rounded up.
+
+    An ``at`` in the past is allowed: the job is overdue and runs at the next tick (catching up
+    on a time that was missed). A negative ``delay`` is refused: it is almost always a sign
+    error (``now - then`` for ``then - now``), and "now" is written ``delay=timedelta(0)``.
+    """
     if at is not None and delay is not None:
         raise InvalidTime("Give either at or delay, not both")
     if at is not None:
@@ -55,6 +60,10 @@ def due_time(
     elif delay is not None:
         if not isinstance(delay, timedelta):
             raise InvalidTime(f"delay must be a timedelta, got {type(delay).__name__}")
+        if delay < timedelta(0):
+            raise InvalidTime(
+                f"delay must not be negative, got {delay} (for a time in the past give at=; for now, no delay)"
+            )
         due = now + delay
     else:
         due = now

@@ -181,7 +181,7 @@ def schedule_many(
     if isinstance(entities, models.QuerySet):
         label = entities.model._meta.label_lower
         if entry.model_label is not None and label != entry.model_label:
-            raise InvalidEntity(f"Check {entry.name!r} is about {entry.model_label}, got a {label} queryset")
+            raise InvalidEntity(f"Check {entry.name!r} is about {entry.model_label}, got a queryset of {label}")
         keys = ((label, str(pk)) for pk in _pks_of(entities, batch_size))
     else:
         keys = [entity_ref(entity, entry) for entity in entities]  # all checked before any write

@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from datetime import datetime
 from types import FrameType
 from typing import Any
@@ -83,9 +84,11 @@ class WorkerProcess:
 
     def __init__(
         self, *, concurrency: int = 1, once: bool = False, batch_size: int | None = None,
-        queues: list[str] | None = None,
+        queues: list[str] | None = None, on_start: Callable[[WorkerProcess], None] | None = None,
     ) -> None:
         self.concurrency = max(1, concurrency)
+        #: Called once the worker has registered (the command prints its start-up line).
+        self.on_start = on_start
         #: Only jobs of these queues (``""``: checks; others: django.tasks queues), by priority.
         self.queues = None if queues is None else list(queues)
         self.once = once
@@ -133,6 +136,8 @@ class WorkerProcess:
             self.heartbeat = Heartbeat(self.record.pk, self.token, float(setting("WORKER_HEARTBEAT_SECONDS")))
             self.heartbeat.start()
             logger.info("worker %s started, concurrency %s", self.name, self.concurrency)
+            if self.on_start is not None:
+                self.on_start(self)
             while not self.stopping:
                 try:
                     self._step()

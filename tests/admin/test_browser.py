@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.auth.models import User
@@ -273,5 +274,63 @@ def test_console__renders_in_dark_mode(live_server, browser, console):
         screenshot(page, "admin-dashboard-dark.png", full_page=True)
         page.goto(f"{live_server.url}/admin/prescient/futurejob/")
         screenshot(page, "admin-jobs-dark.png")
+    finally:
+        context.close()
+
+
+def only_this_machine(context: Any) -> list[str]:
+    """Abort every request that leaves this machine (no internet, as on an air-gapped server);
+    returns the list the blocked URLs are added to."""
+    blocked: list[str] = []
+
+    def route(request_route: Any) -> None:
+        host = urlsplit(request_route.request.url).hostname or ""
+        if host in ("localhost", "127.0.0.1", "::1"):
+            request_route.continue_()
+        else:
+            blocked.append(request_route.request.url)
+            request_route.abort()
+
+    context.route("**/*", route)
+    return blocked
+
+
+def test_api_docs__render_the_operations_without_internet(live_server, browser, transactional_db):
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport=VIEWPORT)
+    blocked = only_this_machine(context)
+    page = context.new_page()
+    try:
+        page.goto(f"{live_server.url}/prescient/docs")
+        expect(page.locator(".swagger-ui .opblock").first).to_be_visible()
+        assert page.locator(".swagger-ui .opblock").count() >= 10  # tasks, workflows, schedules, history…
+        expect(page.locator(".swagger-ui")).to_contain_text("/prescient/tasks")
+        assert blocked == []  # nothing was even asked of the internet
+        screenshot(page, "api-docs.png")
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("path", ["futurejob", "jobhistory"])
+def test_lists__fit_a_1400_px_window(live_server, browser, console, path):
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    try:
+        login(page, live_server.url)
+        page.goto(f"{live_server.url}/admin/prescient/{path}/")
+        page.wait_for_selector("#result_list tbody tr")
+        # The page does not scroll sideways, nor does the list inside it (the admin puts the table
+        # in a box that scrolls rather than widen the page: columns would hide behind that scroll).
+        widths = page.evaluate(
+            """() => {
+                const page = document.documentElement, results = document.querySelector('#changelist .results');
+                return {page: page.scrollWidth, window: page.clientWidth,
+                        list: results.scrollWidth, box: results.clientWidth};
+            }"""
+        )
+        screenshot(page, f"admin-{path}-1400.png")
+        assert widths["page"] <= widths["window"], widths
+        assert widths["list"] <= widths["box"], widths
     finally:
         context.close()

@@ -104,6 +104,29 @@ def test_job_changelist__shows_state_overdue_and_checks_used(admin_client, make_
     assert "Scheduled</span>" in content
 
 
+def test_job_changelist__a_paused_job_past_its_time_is_paused_not_overdue(admin_client, make_job):
+    make_job(state=State.PAUSED, last_state=State.SCHEDULED, next_check_at=timezone.now() - timedelta(hours=2))
+    content = admin_client.get(CHANGELIST).content.decode()
+    assert "overdue by" not in content
+    assert '<small class="quiet">paused</small>' in content
+    make_job(next_check_at=timezone.now() - timedelta(hours=2))  # a scheduled one is overdue
+    assert "overdue by" in admin_client.get(CHANGELIST).content.decode()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [CHANGELIST, "/admin/prescient/jobhistory/", "/admin/prescient/workflow/", "/admin/prescient/worker/"],
+)
+def test_changelists__offer_show_all_only_when_a_filter_or_search_narrows_them(admin_client, jobs, t0, url):
+    prescient.kill(jobs["buried"], "stuck for good", now=t0)
+    prescient.pause(workflow="wf", now=t0)
+    assert "Show all" not in admin_client.get(url).content.decode()
+    assert "Show all" in admin_client.get(url, {"q": "no-such-key"}).content.decode()
+    if url == CHANGELIST:
+        assert "Show all" in admin_client.get(url, {"state__exact": "paused"}).content.decode()
+        assert "Show all" not in admin_client.get(url, {"o": "2"}).content.decode()  # a sort filters nothing
+
+
 def test_job_changelist__entity_is_plain_text_when_its_model_is_not_registered(admin_client, make_job):
     job = make_job()
     content = admin_client.get(CHANGELIST).content.decode()
@@ -156,6 +179,16 @@ def test_history_and_workflow_pages__render(admin_client, jobs, t0):
     workflow = Workflow.objects.create(name="wf")
     response = admin_client.get(f"/admin/prescient/workflow/{workflow.pk}/change/")
     assert response.status_code == 200
+
+
+def test_history__is_named_finished_jobs_in_the_singular_and_plural(admin_client, jobs, t0):
+    for job in (jobs["scheduled"], jobs["paused"]):
+        prescient.kill(job, "not needed", now=t0)
+    content = admin_client.get("/admin/prescient/jobhistory/").content.decode()
+    assert "<h1>Finished jobs</h1>" in content
+    assert "2 finished jobs" in content  # the action bar's count ("0 of 2 selected" names them)
+    assert "job history" not in content.lower().replace("prescient/jobhistory", "")
+    assert "Finished jobs" in admin_client.get("/admin/").content.decode()
 
 
 @pytest.mark.parametrize(
@@ -304,6 +337,7 @@ def test_kill__asks_for_a_reason_then_ends_the_job_in_history(admin_client, jobs
     content = response.content.decode()
     assert "csrfmiddlewaretoken" in content
     assert f"testapp.thing#{job.entity_key}" in content
+    assert "Kill this job?" in content and 'value="Yes, kill it"' in content and "Kill a job" in content
     assert reload(job) is not None
 
     confirm = {"action": "kill_jobs", "_selected_action": [str(job.pk)], "post": "yes"}
@@ -319,6 +353,16 @@ def test_kill__asks_for_a_reason_then_ends_the_job_in_history(admin_client, jobs
     assert row.reason == "customer asked"
     assert "Killed 1 job." in texts(response)
     assert "customer asked" in LogEntry.objects.get(object_id=str(job.pk)).change_message
+
+
+@pytest.mark.parametrize("action", ["kill_jobs", "sleep_jobs"])
+def test_confirmation__of_several_jobs_speaks_of_them(admin_client, jobs, action):
+    content = act(admin_client, action, jobs["scheduled"], jobs["paused"]).content.decode()
+    verb = action.removesuffix("_jobs")
+    assert f'value="Yes, {verb} them"' in content and f"{verb.capitalize()} 2 jobs" in content
+    assert "these 2 jobs" in content
+    content = act(admin_client, action, jobs["scheduled"]).content.decode()
+    assert f'value="Yes, {verb} it"' in content and "this job" in content
 
 
 def test_kill__of_a_running_job_is_requested_until_its_run_returns(admin_client, jobs):

@@ -1,5 +1,6 @@
 """The JSON API's commands to one job (prescient/api/commands.py): sleep, run now on a paused
-job, and every verb in every face (the API's routes, the admin's actions and the README)."""
+job, and every verb in every face (the API's routes, the admin's actions and their docs:
+docs/api.md and docs/admin.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from tests.api.test_views import URL, Api, assert_error, make_token, make_user
 
 pytestmark = pytest.mark.django_db
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 SLOT = timedelta(minutes=15)
 
 
@@ -95,7 +96,7 @@ ADMIN_ACTIONS = {Event.PAUSE: "pause_jobs", Event.RELEASE: "release_jobs", Event
                  Event.SLEEP: "sleep_jobs", Event.KILL: "kill_jobs"}
 
 
-def test_every_verb__has_a_route_an_admin_action_and_a_readme_line():
+def test_every_verb__has_a_route_an_admin_action_and_a_line_in_the_docs():
     document = Client().get(URL + "openapi.json").json()
     matches = (re.fullmatch(r"/prescient/tasks/\{job_id\}/(\w+)", path) for path in document["paths"])
     routes = {m.group(1) for m in matches if m}
@@ -104,8 +105,8 @@ def test_every_verb__has_a_route_an_admin_action_and_a_readme_line():
         assert callable(getattr(verbs, event.value)), event
     names = [a if isinstance(a, str) else a.__name__ for a in FutureJobAdmin.actions]
     assert set(names) == set(ADMIN_ACTIONS.values())
-    readme = README.read_text(encoding="utf-8")
-    endpoints = re.search(r"`POST tasks/\{id\}/([a-z|]+)`", readme)
+    endpoints = re.search(r"`POST tasks/\{id\}/([a-z|]+)`", (DOCS / "api.md").read_text(encoding="utf-8"))
     assert endpoints and set(endpoints.group(1).split("|")) == routes
-    rows = re.findall(r"^\| ([A-Z]\w+) selected jobs", readme, re.M)  # the README's table of admin actions
+    admin = (DOCS / "admin.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| ([A-Z]\w+) selected jobs", admin, re.M)  # the table of admin actions
     assert {row.lower() for row in rows} == set(COMMANDS.values())

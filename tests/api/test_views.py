@@ -6,6 +6,7 @@ import json
 import re
 from datetime import timedelta
 
+import django
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
@@ -740,16 +741,28 @@ def test_token_life_cycle__created_in_the_admin_shown_once_works_then_revoked(us
         "/admin/prescient/apitoken/add/",
         {"name": "billing", "user": user.pk, "checks": ["test.record"]},
     )
+    token = ApiToken.objects.get()
+    created = f"/admin/prescient/apitoken/{token.pk}/created/"
+    assert (response.status_code, response["Location"]) == (302, created)  # POST/redirect/GET
+    response = client.get(created)
     assert response.status_code == 200, response.content
     assert "no-store" in response["Cache-Control"]
-    secret = re.search(r'value="(pst_[\w-]+)"', response.content.decode()).group(1)
-    token = ApiToken.objects.get()
+    content = response.content.decode()
+    secret = re.search(r'value="(pst_[\w-]+)"', content).group(1)
     assert (token.user, token.checks, token.all_checks) == (user, ["test.record"], False)
     assert token.digest == tokens.digest(secret)
+    # The admin's own breadcrumbs (Django 6: a list), down to the token's page.
+    assert ('<ol class="breadcrumbs">' if django.VERSION >= (6, 0) else '<div class="breadcrumbs">') in content
+    assert f'<a href="/admin/prescient/apitoken/{token.pk}/change/">{token}</a>' in content
 
-    # Shown once: neither the list nor the token's page shows it again.
-    for page in ("/admin/prescient/apitoken/", f"/admin/prescient/apitoken/{token.pk}/change/"):
-        content = client.get(page).content.decode()
+    # Shown once: a refresh creates no second token and shows the secret no more; neither do
+    # the list and the token's page.
+    response = client.get(created, follow=True)
+    assert response.redirect_chain == [(f"/admin/prescient/apitoken/{token.pk}/change/", 302)]
+    assert "shown only once" in response.content.decode()
+    assert ApiToken.objects.count() == 1
+    for page in (created, "/admin/prescient/apitoken/", f"/admin/prescient/apitoken/{token.pk}/change/"):
+        content = client.get(page, follow=True).content.decode()
         assert token.prefix in content and secret not in content
 
     api = Api(secret)
@@ -776,7 +789,7 @@ def test_token_admin__the_scope_must_be_explicit(user):
     assert "not both" in response.content.decode()
     assert not ApiToken.objects.exists()
     response = client.post("/admin/prescient/apitoken/add/", {"name": "x", "user": user.pk, "all_checks": "on"})
-    assert response.status_code == 200 and ApiToken.objects.get().all_checks
+    assert response.status_code == 302 and ApiToken.objects.get().all_checks
 
 
 def test_token_admin__staff_can_only_make_tokens_for_themselves(user):

@@ -128,11 +128,11 @@ def test_schedule_many__sends_notify_on_commit_when_due_now(transactional_db, t0
         (lambda: Thing.objects.all(), "test.nope", {}, UnknownCheck, "Unknown check 'test.nope'"),
         (
             lambda: Other.objects.all(), "test.record", {}, InvalidEntity,
-            "about testapp.thing, got a testapp.other queryset",
+            "about testapp.thing, got a queryset of testapp.other",
         ),
         (
             lambda: [*Thing.objects.all(), Other.objects.create()], "test.record", {}, InvalidEntity,
-            "got a testapp.other",
+            "got an instance of testapp.other",
         ),
         (lambda: [*Thing.objects.all(), Thing()], "test.record", {}, InvalidEntity, "not saved"),
         (lambda: Thing.objects.all(), "test.record", {"at": "naive"}, InvalidTime, "naive"),
@@ -141,6 +141,7 @@ def test_schedule_many__sends_notify_on_commit_when_due_now(transactional_db, t0
             "either at or delay",
         ),
         (lambda: Thing.objects.all(), "test.record", {"delay": timedelta(days=31)}, InvalidTime, "beyond the horizon"),
+        (lambda: Thing.objects.all(), "test.record", {"delay": timedelta(hours=-1)}, ValueError, "not be negative"),
     ],
 )
 def test_schedule_many__bad_input_raises_and_writes_nothing(t0, entities, check, kwargs, error, match):

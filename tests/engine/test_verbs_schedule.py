@@ -124,7 +124,7 @@ def test_bad_input__naive_now(make_thing):
 
 def test_bad_input__entity_of_the_wrong_model(t0):
     other = Other.objects.create()
-    with pytest.raises(prescient.InvalidEntity, match="about testapp.thing, got a testapp.other"):
+    with pytest.raises(prescient.InvalidEntity, match="about testapp.thing, got an instance of testapp.other"):
         prescient.schedule(other, "test.record", now=t0)
     _nothing_written()
 
@@ -146,6 +146,19 @@ def test_bad_input__both_at_and_delay_or_bad_delay(make_thing, t0):
     with pytest.raises(prescient.InvalidTime, match="delay must be a timedelta, got int"):
         prescient.schedule(thing, "test.record", delay=3600, now=t0)  # type: ignore[arg-type]
     _nothing_written()
+
+
+@pytest.mark.parametrize("delay", [timedelta(hours=-1), timedelta(microseconds=-1)])
+def test_bad_input__a_negative_delay_is_refused_not_taken_for_now(make_thing, t0, delay):
+    with pytest.raises(ValueError, match="delay must not be negative") as raised:
+        prescient.schedule(make_thing(), "test.record", delay=delay, now=t0)
+    assert isinstance(raised.value, prescient.InvalidTime)
+    _nothing_written()
+
+
+def test_zero_delay__is_due_now(make_thing, t0):
+    job = prescient.schedule(make_thing(), "test.record", delay=timedelta(0), now=t0)
+    assert job.next_check_at == t0
 
 
 def test_bad_input__beyond_the_horizon(make_thing, t0):

@@ -199,3 +199,30 @@ def test_commands__from_the_command_line_exit_non_zero_with_the_reason():
     assert process.returncode != 0
     assert "the following arguments are required: --reason" in err
     assert out == ""
+
+
+# --- -v 0: reports of what was done are silent; the work is done all the same ----------------------
+
+
+def test_verbosity_0__silences_every_report_but_does_the_work(make_job, make_thing, t0):
+    def quiet(*args: str) -> tuple[str, str]:
+        out, err = StringIO(), StringIO()
+        call_command(*args, verbosity=0, stdout=out, stderr=err)
+        return out.getvalue(), err.getvalue()
+
+    due, doomed = make_job(next_check_at=t0), make_job()
+    paused = make_job(workflow="w", next_check_at=t0 + timedelta(hours=1))
+    assert quiet("prescient_pause", "--workflow", "w") == ("", "")
+    assert state_of(paused) == State.PAUSED
+    assert quiet("prescient_release", "--id", str(paused.pk)) == ("", "")
+    assert state_of(paused) == State.SCHEDULED
+    assert quiet("prescient_kill", "--id", str(doomed.pk), "--reason", "not needed") == ("", "")
+    assert JobHistory.objects.get(job_id=doomed.pk).outcome == Outcome.KILLED
+    assert quiet("prescient_reap", "--now", T0_ISO) == ("", "")
+    assert quiet("prescient_tick", "--now", T0_ISO) == ("", "")
+    assert JobHistory.objects.get(job_id=due.pk).outcome == Outcome.COMPLETED
+    make_thing()
+    assert quiet("prescient_backfill", "testapp.Thing", "test.record", "--delay-seconds", "3600") == ("", "")
+    assert FutureJob.objects.filter(job_exec="test.record", state=State.SCHEDULED).count() > 1
+    # Without -v 0 each of them reports (here the tick, as the rest is tested above).
+    assert run("prescient_tick", "--now", T0_ISO).startswith("prescient tick: processed=0")

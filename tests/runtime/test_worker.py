@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -115,6 +116,25 @@ def test_worker_once__runs_everything_due_and_exits(workers):
     assert "prescient worker: processed=40 completed=40" in workers.output(proc)
     record = Worker.objects.get()
     assert record.stopped_at is not None and record.jobs_done == 40 and record.last_slot_at is not None
+
+
+def test_worker__says_who_it_is_at_start_up_unless_verbosity_0(workers, tmp_path):
+    seed(2)
+    proc = workers.start("--once", "--concurrency", "2")
+    assert workers.finish(proc, 60) == 0, workers.output(proc)
+    lines = (tmp_path / "worker0.out").read_text().splitlines()
+    started = (
+        rf"prescient worker: started name=\S+:{proc.pid}:[0-9a-f]{{8}} pid={proc.pid} concurrency=2 "
+        rf"database={connection.vendor} slot=15min queues=all"
+    )
+    assert re.fullmatch(started, lines[0]), lines
+    assert lines[1].startswith("prescient worker: processed=2 completed=2")
+
+    seed(2)
+    quiet = workers.start("--once", "--concurrency", "1", "-v", "0")  # the last -v wins
+    assert workers.finish(quiet, 60) == 0, workers.output(quiet)
+    assert (tmp_path / "worker1.out").read_text() == ""
+    assert JobHistory.objects.filter(outcome="completed").count() == 4
 
 
 @pytest.mark.postgres

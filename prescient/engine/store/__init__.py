@@ -12,6 +12,7 @@ the history rows from what the DELETE returned).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import zlib
@@ -118,9 +119,29 @@ def insert_new(jobs: list[FutureJob], *, returning: bool) -> int | None:
     return len(pks)
 
 
-def insert(job: FutureJob) -> FutureJob:
-    """Insert one new job as it is (IntegrityError if it clashes with a pending one)."""
-    job.save(force_insert=True)
+def insert(job: FutureJob, *, wake: bool = False) -> FutureJob:
+    """Insert one new job as it is (IntegrityError if it clashes with a pending one); with
+    ``wake``, also tell listening workers, delivered when the job commits.
+
+    One statement where the database can return the new id: in autocommit mode, one round
+    trip (the wake-up rides in it on PostgreSQL). Inside the caller's transaction, it runs
+    in a savepoint, so that a clash leaves that transaction usable.
+    """
+    if not _can_insert_returning():
+        with transaction.atomic():
+            job.save(force_insert=True)
+            if wake:
+                notify()
+        return job
+    pk = FutureJob._meta.pk
+    assert pk is not None
+    fields = bulk.insert_fields(FutureJob)
+    channel = CHANNEL if wake and can_listen() else None
+    with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
+        rows = bulk.prep_all([job], fields, add=True)
+        job.pk = bulk.insert_rows(FutureJob, rows, fields, returning=pk.column, notify=channel)[0]
+    job._state.adding = False
+    job._state.db = connection.alias
     return job
 
 

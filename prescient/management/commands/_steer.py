@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from prescient.exceptions import PrescientError
 
-from ._args import positive_int
+from ._args import PrescientCommand, positive_int
 
 
-class SteerCommand(BaseCommand):
+class SteerCommand(PrescientCommand):
     """Calls ``verb(workflow=…, job=…)`` and reports the count in ``past`` tense."""
 
     verb: Callable[..., int]
@@ -35,8 +35,8 @@ class SteerCommand(BaseCommand):
         except PrescientError as exc:
             raise CommandError(str(exc)) from exc
         if workflow is not None:
-            self.stdout.write(f"{self.past} workflow {workflow!r}: {count} job(s) {self.past.lower()}.")
+            self.say(f"{self.past} workflow {workflow!r}: {count} job(s) {self.past.lower()}.")
         elif count:
-            self.stdout.write(f"{self.past} job {job_id}.")
+            self.say(f"{self.past} job {job_id}.")
         else:
-            self.stdout.write(f"Job {job_id} {self.unchanged}.")
+            self.say(f"Job {job_id} {self.unchanged}.")

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any, cast
 
 from django.core.exceptions import FieldDoesNotExist, ValidationError
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import models
 from django.db.models.functions import Cast
 
@@ -17,7 +17,7 @@ from prescient.engine.verbs import schedule_many
 from prescient.exceptions import PrescientError
 from prescient.models import FutureJob
 
-from ._args import aware_datetime, positive_int
+from ._args import PrescientCommand, aware_datetime, positive_int
 
 
 def seconds(text: str) -> int:
@@ -69,7 +69,7 @@ class Progress:
             self.stream.write("")
 
 
-class Command(BaseCommand):
+class Command(PrescientCommand):
     help = (
         "Schedule a check for every row of its model that matches the filters (exact field=value "
         "pairs), for backfilling existing data. Rows that already have a pending job of the check "
@@ -128,7 +128,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         finally:
             progress.close()
-        self.stdout.write(
+        self.say(
             f"prescient backfill: matched={total} scheduled={created} already_pending={total - created} "
             f"check={entry.name}"
         )

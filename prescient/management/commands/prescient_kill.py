@@ -2,15 +2,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from prescient.engine.verbs import kill
 from prescient.exceptions import PrescientError
 
-from ._args import positive_int
+from ._args import PrescientCommand, positive_int
 
 
-class Command(BaseCommand):
+class Command(PrescientCommand):
     help = (
         "End a job with outcome 'killed' and a reason. A job whose run is in flight ends when "
         "the run returns; its result is discarded."
@@ -31,9 +31,9 @@ class Command(BaseCommand):
         except PrescientError as exc:
             raise CommandError(str(exc)) from exc
         if result == "ended":
-            self.stdout.write(f"Killed job {job_id}.")
+            self.say(f"Killed job {job_id}.")
         else:
-            self.stdout.write(
+            self.say(
                 f"Kill of job {job_id} requested: its run is in flight; "
                 "the job ends killed when the run returns (its result is discarded)."
             )

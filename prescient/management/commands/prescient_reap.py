@@ -2,15 +2,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 from django.utils import timezone
 
 from prescient.maintenance.rescuer import rescue
 
-from ._args import aware_datetime
+from ._args import PrescientCommand, aware_datetime
 
 
-class Command(BaseCommand):
+class Command(PrescientCommand):
     help = (
         "Bury jobs whose reservation went stale (their worker is presumed lost), as every tick "
         "does first. A person then runs them now or kills them."
@@ -26,4 +26,4 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         count = rescue(options["now"] or timezone.now())
-        self.stdout.write(f"prescient reap: buried={count}")
+        self.say(f"prescient reap: buried={count}")

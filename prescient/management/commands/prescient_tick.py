@@ -2,14 +2,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from prescient.runtime.tick import tick
 
-from ._args import aware_datetime, positive_int
+from ._args import PrescientCommand, aware_datetime, positive_int
 
 
-class Command(BaseCommand):
+class Command(PrescientCommand):
     help = "Run every prescient job whose slot has come (catch-up included), then exit."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -24,4 +24,4 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         # The watchdog ends this process (status 3) if a check will not stop at its timeout.
         summary = tick(options["now"], batch_size=options["batch_size"], watchdog=True)
-        self.stdout.write(summary.line())
+        self.say(summary.line())

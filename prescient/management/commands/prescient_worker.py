@@ -5,14 +5,16 @@ import os
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
+from django.db import connection
 
+from prescient.conf import setting
 from prescient.runtime.worker import WorkerProcess
 
-from ._args import positive_int
+from ._args import PrescientCommand, positive_int
 
 
-class Command(BaseCommand):
+class Command(PrescientCommand):
     help = (
         "Run prescient jobs continuously: at every slot boundary, and at once when a job is made "
         "due now (woken by LISTEN/NOTIFY on PostgreSQL). SIGTERM/SIGINT stop it gracefully."
@@ -44,6 +46,15 @@ class Command(BaseCommand):
         worker = WorkerProcess(
             concurrency=options["concurrency"], once=options["once"], batch_size=options["batch_size"],
             queues=None if options["queue"] is None else [name.strip() for name in options["queue"].split(",")],
+            on_start=self.started,
         )
         worker.run()
-        self.stdout.write(worker.summary.line().replace("prescient tick:", "prescient worker:"))
+        self.say(worker.summary.line().replace("prescient tick:", "prescient worker:"))
+
+    def started(self, worker: WorkerProcess) -> None:
+        """One line once the worker has registered: who it is and what it runs on (not at -v 0)."""
+        queues = "all" if worker.queues is None else ",".join(name or "(checks)" for name in worker.queues)
+        self.say(
+            f"prescient worker: started name={worker.name} pid={os.getpid()} concurrency={worker.concurrency} "
+            f"database={connection.vendor} slot={setting('SLOT_MINUTES')}min queues={queues}"
+        )

@@ -1,0 +1,139 @@
+"""``GET /prescient/metrics``: the scheduler's figures in the Prometheus text format.
+
+Needs the optional ``prometheus_client`` (``pip install prescient[metrics]``); without it the
+endpoint answers 501 and ``manage.py check`` says so (``prescient.I001``). Callers authenticate
+as for the JSON API (:mod:`.auth`): an API token scoped to every check, or a logged-in user,
+either with the permission ``prescient.view_futurejob``.
+
+Each scrape builds a fresh :class:`~prometheus_client.CollectorRegistry` holding one
+:class:`PrescientCollector`, which reads the figures once (:func:`prescient.queries.figures`):
+nothing is kept between scrapes, and the process's default registry is left alone.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from django.db import DatabaseError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from .. import queries
+from ..clock import db_now
+from .auth import VIEW, BearerToken, Principal, SessionCookie
+from .errors import ApiError, forbidden, unauthenticated
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+logger = logging.getLogger(__name__)
+
+#: The label ``window`` of ``prescient_finished_jobs``.
+WINDOW = "1h"
+
+
+def available() -> bool:
+    """Whether ``prometheus_client`` can be imported (the ``metrics`` extra)."""
+    return importlib.util.find_spec("prometheus_client") is not None
+
+
+class PrescientCollector:
+    """The figures of one scrape as Prometheus metric families, read as of ``now``."""
+
+    def __init__(self, now: datetime, *, exact_up_to: int = queries.EXACT_COUNT_LIMIT) -> None:
+        self.now = now
+        self.exact_up_to = exact_up_to
+
+    def describe(self) -> list[Metric]:
+        return []  # nothing to check at registration; collect() reads the database once per scrape
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        figures = queries.figures(self.now, exact_up_to=self.exact_up_to)
+        jobs = GaugeMetricFamily(
+            "prescient_jobs",
+            "Live jobs per state (above " + f"{self.exact_up_to:,}" + " in a state, PostgreSQL's estimate).",
+            labels=["state"],
+        )
+        for state, n in figures.jobs.items():
+            jobs.add_metric([state], n)
+        yield jobs
+        yield GaugeMetricFamily("prescient_due_jobs", "Scheduled jobs whose time has come.", value=figures.due)
+        yield GaugeMetricFamily(
+            "prescient_oldest_overdue_seconds",
+            "How late the oldest due job is, in seconds (0 when none is due).",
+            value=figures.oldest_overdue_seconds,
+        )
+        yield GaugeMetricFamily(
+            "prescient_workers_alive", "Workers heart-beating within the stale period.", value=len(figures.workers)
+        )
+        finished = GaugeMetricFamily(
+            "prescient_finished_jobs", "Jobs that ended in the last hour, per outcome.", labels=["outcome", "window"]
+        )
+        for outcome, n in figures.finished.items():
+            finished.add_metric([outcome, WINDOW], n)
+        yield finished
+        skew = GaugeMetricFamily(
+            "prescient_worker_clock_skew_seconds",
+            "A live worker's clock minus the database's, at its last heartbeat.",
+            labels=["worker"],
+        )
+        for worker in figures.workers:
+            skew.add_metric([worker.name], worker.clock_skew_seconds)
+        yield skew
+
+
+def exposition(now: datetime, *, exact_up_to: int = queries.EXACT_COUNT_LIMIT) -> tuple[bytes, str]:
+    """``(body, content type)`` of one scrape as of ``now``, from a registry of its own."""
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(PrescientCollector(now, exact_up_to=exact_up_to))
+    return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+def _error(error: ApiError) -> JsonResponse:
+    response = JsonResponse(error.payload(), status=error.status)
+    for name, value in error.headers.items():
+        response[name] = value
+    return response
+
+
+def authenticate(request: HttpRequest) -> Principal:
+    """The caller, as the JSON API finds it (a bearer token first, then the session), with the
+    view permission and, for a token, a scope of every check (the figures cover them all)."""
+    principal: Principal | None = None
+    for auth in (BearerToken(VIEW), SessionCookie(VIEW)):
+        principal = auth(request)
+        if principal is not None:
+            break
+    if principal is None:
+        raise unauthenticated("Authentication required: send 'Authorization: Bearer <token>' or log in.")
+    if not principal.all_checks:
+        raise forbidden("The metrics count the jobs of every check: use a token scoped to all checks.")
+    return principal
+
+
+@csrf_exempt  # GET only; a POST gets a JSON 405, not Django's CSRF page
+def metrics(request: HttpRequest) -> HttpResponse:
+    """The Prometheus text exposition of :class:`PrescientCollector`, for an authorised caller."""
+    if request.method not in ("GET", "HEAD"):
+        response = _error(ApiError(405, f"Method {request.method} not allowed here; use GET."))
+        response["Allow"] = "GET, HEAD"
+        return response
+    try:
+        authenticate(request)
+        if not available():
+            raise ApiError(501, "Metrics need prometheus_client: pip install 'prescient[metrics]'.")
+        body, content_type = exposition(db_now())
+    except ApiError as error:
+        return _error(error)
+    except DatabaseError as exc:
+        logger.warning("metrics: database error: %s", exc)
+        return _error(ApiError(503, "The database cannot be reached; try again later.", headers={"Retry-After": "5"}))
+    return HttpResponse(body, content_type=content_type)
