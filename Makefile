@@ -1,6 +1,7 @@
 # prescient — every set-up step lives here, so a fresh clone needs only `make demo` / `make test`.
 #
-#   make demo    set up .venv (newest Python, Django 6) and run the demo on SQLite
+#   make demo    set up .venv (newest Python, Django 6; the demo's packages only) and run the demo on
+#                SQLite: the admin, a prescient_worker, an order a minute (PORT=8001 serves elsewhere)
 #   make test    the whole suite: SQLite and PostgreSQL, on Django 6 and on Django 5.2 LTS
 #   make bench   benchmarks on PostgreSQL and SQLite, against raw SQL and peers (about 25 minutes)
 #   make bench-quick   the same with small sizes, without the herd and peers sections (about a minute)
@@ -13,15 +14,35 @@ VENV ?= .venv
 VENV52 ?= .venv-django52
 PG_URL ?= postgres://postgres@127.0.0.1:5432/prescient
 STAMP = .tmp/.installed-$(notdir $(1))
+DEMO_STAMP = .tmp/.installed-demo-$(notdir $(VENV))
+PORT ?= 8000
 
-.PHONY: demo test test-fast test-django6 test-django52 setup setup52 postgres chromium lint clean bench bench-quick faults
+.PHONY: demo setup-demo test test-fast test-django6 test-django52 setup setup52 postgres chromium lint clean bench bench-quick faults
 
 $(call STAMP,$(VENV)): pyproject.toml
 	@mkdir -p .tmp
 	@py=$$(scripts/find-python 3.12 3.14) || { echo "Django 6 needs Python 3.12+"; exit 1; }; \
 	  [ -x $(VENV)/bin/python ] || { echo "setting up $(VENV) with $$py"; $$py -m venv $(VENV); }
+	@[ -x $(VENV)/bin/pip ] || $(VENV)/bin/python -m ensurepip -q  # a .venv made by `make demo` has no pip
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[dev,browser,bench]" "Django>=6,<7"
 	@touch $@
+
+# The demo's packages only (prescient's dependencies and the `demo` extra, scripts/demo-requirements):
+# a subset of the above, in the same .venv, which a .venv set up for the tests already has. The
+# venv is made without pip and filled by the base Python's pip (seconds faster; the recipe above
+# adds pip when the tests need it), and prescient runs from the checkout, so nothing is built.
+$(DEMO_STAMP): pyproject.toml
+	@mkdir -p .tmp
+	@if [ $(call STAMP,$(VENV)) -nt pyproject.toml ]; then touch $@; exit 0; fi; \
+	  py=$$(scripts/find-python 3.12 3.14) || { echo "Django 6 needs Python 3.12+"; exit 1; }; \
+	  [ -x $(VENV)/bin/python ] || { echo "setting up $(VENV) with $$py"; $$py -m venv --without-pip $(VENV); }; \
+	  $(VENV)/bin/python scripts/demo-requirements > .tmp/demo-requirements.txt && \
+	  echo "installing the demo's packages: $$(tr '\n' ' ' < .tmp/demo-requirements.txt)" && \
+	  { $$py -m pip --python $(VENV)/bin/python install -q --disable-pip-version-check \
+	      -r .tmp/demo-requirements.txt "Django>=6,<7" || \
+	    { [ -x $(VENV)/bin/pip ] || $(VENV)/bin/python -m ensurepip -q; \
+	      $(VENV)/bin/pip install -q --disable-pip-version-check -r .tmp/demo-requirements.txt "Django>=6,<7"; }; } && \
+	  touch $@
 
 $(call STAMP,$(VENV52)): pyproject.toml
 	@mkdir -p .tmp
@@ -32,9 +53,10 @@ $(call STAMP,$(VENV52)): pyproject.toml
 
 setup: $(call STAMP,$(VENV))
 setup52: $(call STAMP,$(VENV52))
+setup-demo: $(DEMO_STAMP)
 
-demo: setup
-	$(VENV)/bin/python manage.py demo
+demo: $(DEMO_STAMP)
+	$(VENV)/bin/python manage.py demo --addrport 127.0.0.1:$(PORT)
 
 postgres:
 	@scripts/ensure-postgres

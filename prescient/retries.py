@@ -5,6 +5,11 @@ A handler is called as ``handler(job, check, now)`` after a failed run, with
 ``None`` when the check is no longer registered). It returns when to try again (an aware
 datetime, kept as it is: the built-ins round it to a slot with :mod:`prescient.slots`) or
 ``None`` to end the job with outcome ``failed``.
+
+The built-ins count their waits from the slot being processed (the boundary at or before
+``now``), as a check's returned timedelta is: a run that fails at 05:00:01 with a one-slot
+wait is retried at 05:15 (15-minute slots), not a slot later because the run came a second
+after the boundary. ``error_rate`` counts the errors themselves by their real times.
 """
 
 from __future__ import annotations
@@ -40,20 +45,22 @@ def retry_next_slot(job: FutureJob, check: Check | None, now: datetime) -> datet
 
 
 def exponential_backoff(job: FutureJob, check: Check | None, now: datetime) -> datetime | None:
-    """Retry after 1, 2, 4, 8 … slots; fail once the job has failed more than its retries allow."""
+    """Retry 1, 2, 4, 8 … slots after the slot being processed; fail once the job has failed more
+    than its retries allow."""
     if job.failure_count > _retries(check):
         return None
     slot_minutes = int(setting("SLOT_MINUTES"))
     wait = timedelta(minutes=slot_minutes) * (2 ** max(job.failure_count - 1, 0))
-    return slots.next_check(now + wait, now, slot_minutes)
+    return slots.after_slot(wait, now, slot_minutes)
 
 
 def error_rate(
     max_errors: int = 8, within: timedelta = timedelta(hours=4), retry_after: timedelta = timedelta(minutes=10)
 ) -> ErrorHandler:
     """A handler that fails the job once it has had ``max_errors`` failed runs within
-    ``within`` (counting this one), and otherwise retries it ``retry_after`` later, rounded up
-    to a slot. The defaults are Metafora's: 8 errors in 4 hours, else 10 minutes later.
+    ``within`` (counting this one), and otherwise retries it ``retry_after`` after the slot
+    being processed, rounded up to a slot (strictly after that slot). The defaults are
+    Metafora's: 8 errors in 4 hours, else 10 minutes later.
 
     Failed runs are counted from the job's recent errors, so ``RECENT_ERRORS`` must keep at
     least ``max_errors`` of them (the default keeps 10); with fewer, the job fails once all it
@@ -79,7 +86,7 @@ def error_rate(
                 recent += 1
         if recent >= min(max_errors, max(kept, 1)):
             return None
-        return slots.round_up(now + retry_after, int(setting("SLOT_MINUTES")))
+        return slots.after_slot(retry_after, now, int(setting("SLOT_MINUTES")))
 
     handler.__qualname__ = handler.__name__ = f"error_rate({max_errors}, {within}, {retry_after})"
     return handler

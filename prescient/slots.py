@@ -53,3 +53,11 @@ def next_check(wanted: datetime, now: datetime, slot_minutes: int) -> datetime:
     """Where a re-check asked for at ``wanted`` lands: the first boundary strictly after ``now``
     and at or after ``wanted``."""
     return max(round_up(wanted, slot_minutes), next_after(now, slot_minutes))
+
+
+def after_slot(delay: timedelta, now: datetime, slot_minutes: int) -> datetime:
+    """Where a re-check asked for ``delay`` from now lands, counted from the slot being processed
+    (the boundary at or before ``now``), not from how late in that slot the run came: at
+    05:00:01, one hour lands at 06:00. Rounded up, and strictly after ``now``'s slot, as
+    :func:`next_check`. Raises OverflowError past the last date."""
+    return next_check(floor(now, slot_minutes) + delay, now, slot_minutes)

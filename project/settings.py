@@ -23,11 +23,17 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
-    "django_extensions",
     "ninja",  # django-ninja serves the API docs page's Swagger UI itself (no CDN)
     "prescient",
     "project.shop",
 ]
+
+try:  # shell_plus and friends, when the dev extra is installed (`make demo` installs only the demo extra)
+    import django_extensions  # noqa: F401
+except ImportError:
+    pass
+else:
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("prescient"), "django_extensions")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -2,7 +2,8 @@
 
 A batch's entities are loaded in bulk, one query per model; each check is called as
 ``check(entity, job)`` under its timeout and returns ``None`` (done), or a timedelta or an
-aware datetime (check again then, rounded up to a slot).
+aware datetime (check again then, rounded up to a slot). A timedelta counts from the slot being
+processed (:func:`prescient.slots.after_slot`).
 """
 
 from __future__ import annotations
@@ -75,9 +76,13 @@ def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime
         decision.event, decision.ran = Event.HAND_BACK, False
         decision.next_check_at = slots.next_after(now, int(setting("SLOT_MINUTES")))
         return decision
+    slot_minutes = int(setting("SLOT_MINUTES"))
     if isinstance(value, timedelta):
+        # Counted from the slot being processed, not from how late in it the run came (as
+        # slots.after_slot); the horizon is judged on the delay itself.
+        outside = value < timedelta(0) or value > check.horizon
         try:
-            wanted = now + value
+            wanted = slots.floor(now, slot_minutes) + value
         except OverflowError:
             return failure(
                 decision, check, f"OverflowError: check {check.name!r} returned {value!r}, past the last date", now
@@ -90,13 +95,14 @@ def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime
                 "return an aware datetime", now,
             )
         wanted = value
+        outside = wanted < now or wanted > now + check.horizon
     else:
         return failure(
             decision, check,
             f"TypeError: check {check.name!r} returned {type(value).__name__} ({value!r:.80}); "
             "expected None, a timedelta or an aware datetime", now,
         )
-    if wanted < now or wanted > now + check.horizon:
+    if outside:
         decision.outcome = Outcome.HORIZON
         decision.error = f"next check {wanted.isoformat()} is outside [now, now + {check.horizon.days} days]"
         return decision
@@ -104,7 +110,7 @@ def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime
         decision.outcome = Outcome.MAX_CHECKS
         return decision
     decision.event = Event.RESCHEDULE
-    decision.next_check_at = slots.next_check(wanted, now, int(setting("SLOT_MINUTES")))
+    decision.next_check_at = slots.next_check(wanted, now, slot_minutes)
     return decision
 
 

@@ -9,6 +9,13 @@ import prescient
 #: How long after an order is placed its first "still unshipped?" check is due.
 FIRST_CHECK_AFTER = timedelta(minutes=1)
 
+#: The workflow of every order's "still unshipped?" reminders: pausing it in the admin's
+#: Workflows page silences them all; releasing it makes the missed ones due at once.
+REMINDERS = "reminders"
+
+#: The workflow of the orders the demo's trickle places: pack, then ship (after pack).
+FULFILMENT = "fulfilment"
+
 
 class Order(models.Model):
     class Status(models.TextChoices):
@@ -64,7 +71,19 @@ def schedule_unshipped_check(sender: type[Order], instance: Order, created: bool
     """post_save receiver: a new order gets its "shop.unshipped" check.
 
     It runs inside the order's own transaction, so the order and its job are saved together.
-    The check is due ``FIRST_CHECK_AFTER`` after the order was placed, rounded up to a slot.
+    The check is due ``FIRST_CHECK_AFTER`` after the order was placed, rounded up to a slot, in
+    the workflow ``reminders``.
     """
     if created and not kwargs.get("raw"):
-        prescient.schedule(instance, "shop.unshipped", at=instance.created_at + FIRST_CHECK_AFTER)
+        prescient.schedule(
+            instance, "shop.unshipped", at=instance.created_at + FIRST_CHECK_AFTER, workflow=REMINDERS
+        )
+
+
+def fulfil(order: Order, ship_after: timedelta | None) -> None:
+    """Schedule ``order``'s fulfilment in the workflow ``fulfilment``: ``shop.pack`` a minute
+    after it was placed, then ``shop.ship`` ``ship_after`` after it was placed, waiting for the
+    packing to end (``None``: packed only, left for a person to ship from the admin)."""
+    pack = prescient.schedule(order, "shop.pack", at=order.created_at + FIRST_CHECK_AFTER, workflow=FULFILMENT)
+    if ship_after is not None:
+        prescient.schedule(order, "shop.ship", at=order.created_at + ship_after, workflow=FULFILMENT, after=[pack])

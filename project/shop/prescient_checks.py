@@ -24,6 +24,23 @@ def unshipped(order: Order, job: FutureJob) -> timedelta | None:
     return timedelta(minutes=2)
 
 
+@prescient.check("shop.pack", model="shop.Order")
+def pack(order: Order, job: FutureJob) -> None:
+    """The first step of an order's fulfilment (workflow ``fulfilment``): pack it. Its
+    ``shop.ship`` job waits for this one to end."""
+    if order.status == Order.Status.PLACED:
+        Notification.objects.create(order=order, kind="packed", message=f"order {order.pk} packed")
+
+
+@prescient.check("shop.ship", model="shop.Order")
+def ship(order: Order, job: FutureJob) -> None:
+    """The second step (after ``shop.pack``): ship the order. Its ``shop.unshipped`` reminder
+    then ends ``completed`` at its next check."""
+    if order.status == Order.Status.PLACED:
+        order.ship()
+        Notification.objects.create(order=order, kind="shipped", message=f"order {order.pk} shipped")
+
+
 @prescient.check("shop.late_orders", model="shop.Report")
 def late_orders(report: Report, job: FutureJob) -> None:
     """Write the "late orders" report: the orders placed more than ``LATE_AFTER`` ago and not
