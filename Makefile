@@ -4,7 +4,7 @@
 #                SQLite: the admin, a prescient_worker, an order a minute (PORT=8001 serves elsewhere)
 #   make test    the whole suite: SQLite and PostgreSQL, on Django 6 and on Django 5.2 LTS
 #   make bench   benchmarks on PostgreSQL and SQLite, against raw SQL and peers (about 25 minutes)
-#   make bench-quick   the same with small sizes, without the herd and peers sections (about a minute)
+#   make bench-quick   the same with small sizes, without the herd, churn and peers sections (under a minute)
 #
 # The browser tests (tests/admin/test_browser.py) use the `browser` extra (Playwright's client) and
 # Debian's chromium: `make test` installs chromium when it is missing and this is root.
