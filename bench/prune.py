@@ -180,7 +180,8 @@ def measure(res: Any, sizes: dict[str, Any], S: ModuleType) -> None:
         res.add("prune.longest_delete", longest)
         res.add("prune.worker_during", during)
         S.log(f"prune: {done.total:,} rows in {seconds:.2f} s ({done.total / seconds:,.0f}/s), {len(deletes)} "
-              f"DELETEs, the longest {longest * 1e3:.1f} ms; worker {during:,.0f} runs/s during, {alone:,.0f}/s without")
+              f"DELETEs, the longest {longest * 1e3:.1f} ms; worker {during:,.0f} runs/s during, {alone:,.0f}/s "
+              "without")
 
         # One bounded run of the upkeep duty, among the million kept rows.
         fresh = history_pruner.BATCH_SIZE * history_pruner.BATCHES_PER_RUN * 2
