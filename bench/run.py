@@ -53,7 +53,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "one": 50, "many": 200, "latency": 3, "memory": 200, "memory_rounds": 1, "sqlite_pending": 2_000,
         "peer_drain": 50, "peer_future": 2_000, "herd_due": 200, "herd_pending": 2_000, "fanout": 200,
         "recurring_schedules": 200, "recurring_due": 20,
-        "prune_rows": 2_000, "prune_expired": 1_000, "prune_window": 0.5, "prune_chunk": 100,
+        "prune_rows": 2_000, "prune_expired": 1_000, "prune_window": 2.0, "prune_chunk": 100,
     },
 }
 
