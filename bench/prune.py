@@ -21,6 +21,7 @@ PostgreSQL only.
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from datetime import datetime, timedelta
@@ -176,12 +177,13 @@ def measure(res: Any, sizes: dict[str, Any], S: ModuleType) -> None:
             raise RuntimeError(f"pruned {done.total} of {expired} expired rows; {left} of {total - expired} kept left")
         res.add("prune.seconds", seconds)
         res.add("prune.rows_per_second", done.total / seconds)
-        longest = max(deletes, default=0.0)
+        longest, median = max(deletes, default=0.0), statistics.median(deletes or [0.0])
         res.add("prune.longest_delete", longest)
+        res.add("prune.median_delete", median)
         res.add("prune.worker_during", during)
         S.log(f"prune: {done.total:,} rows in {seconds:.2f} s ({done.total / seconds:,.0f}/s), {len(deletes)} "
-              f"DELETEs, the longest {longest * 1e3:.1f} ms; worker {during:,.0f} runs/s during, {alone:,.0f}/s "
-              "without")
+              f"DELETEs, the longest {longest * 1e3:.1f} ms (median {median * 1e3:.1f} ms); worker {during:,.0f} "
+              f"runs/s during, {alone:,.0f}/s without")
 
         # One bounded run of the upkeep duty, among the million kept rows.
         fresh = history_pruner.BATCH_SIZE * history_pruner.BATCHES_PER_RUN * 2

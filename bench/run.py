@@ -159,6 +159,7 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("prune.rows_per_second", "prune: rows removed per second", "/s", postgres_only=True),
         Spec("prune.longest_delete", "prune: longest single DELETE (its whole transaction)", "s",
              postgres_only=True),
+        Spec("prune.median_delete", "prune: median DELETE of 1,000 rows", "s", postgres_only=True),
         Spec("prune.worker_alone", "prune: a worker's runs/s (1 child), not pruning", "/s", postgres_only=True),
         Spec("prune.worker_during", "prune: the same worker's runs/s during the prune", "/s", "prune.worker_alone",
              postgres_only=True),

@@ -119,3 +119,36 @@ def test_run_due__runs_the_pruner_outside_a_transaction_of_its_own(settings, t0)
     service.last_run -= service.interval
     assert maintenance.run_due(t0, survey=IDLE)["history_pruner"] == 1
     assert JobHistory.objects.count() == 0
+
+
+@pytest.mark.postgres
+def test_exclusive_without_a_transaction__holds_a_session_lock_only_for_its_block():
+    import psycopg
+    from django.db import connection
+
+    from prescient.engine import store
+
+    settings = connection.settings_dict
+    other = psycopg.connect(
+        dbname=settings["NAME"], user=settings.get("USER") or "postgres", host=settings.get("HOST") or "127.0.0.1",
+        port=settings.get("PORT") or 5432, autocommit=True,
+    )
+
+    def other_gets_it() -> bool:
+        got = other.execute("SELECT pg_try_advisory_lock(%s, %s)", store._lock_key("test")).fetchone()[0]
+        if got:
+            other.execute("SELECT pg_advisory_unlock(%s, %s)", store._lock_key("test"))
+        return bool(got)
+
+    try:
+        with store.exclusive("test", hold_transaction=False) as mine:
+            assert mine
+            assert not other_gets_it()
+            with store.exclusive("test", hold_transaction=False) as again:
+                assert again  # a session lock is re-entrant in its own session
+        assert other_gets_it()
+        other.execute("SELECT pg_advisory_lock(%s, %s)", store._lock_key("test"))
+        with store.exclusive("test", hold_transaction=False) as mine:
+            assert not mine  # held by another session: not waited for
+    finally:
+        other.close()
