@@ -131,10 +131,10 @@ def timed_deletes() -> list[float]:
     seconds: list[float] = []
     original = store.prune_history
 
-    def timed(outcome: str, before: datetime, limit: int) -> int:
+    def timed(outcome: str, before: datetime, limit: int, **options: Any) -> tuple[int, datetime | None]:
         started = time.perf_counter()
         try:
-            return original(outcome, before, limit)
+            return original(outcome, before, limit, **options)
         finally:
             seconds.append(time.perf_counter() - started)
 

@@ -58,6 +58,8 @@ class Pruned:
     removed: dict[str, int] = field(default_factory=dict)
     #: False when it stopped at its bound with expired rows perhaps left.
     complete: bool = True
+    #: Per outcome, the newest ``finished_at`` deleted: where the next batch starts.
+    resume: dict[str, datetime] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -74,12 +76,20 @@ def expired(now: datetime) -> Pruned:
     return Pruned(limits, counts)
 
 
-def prune(now: datetime, *, batch_size: int | None = None, max_batches: int | None = None) -> Pruned:
+def prune(
+    now: datetime,
+    *,
+    batch_size: int | None = None,
+    max_batches: int | None = None,
+    resume: dict[str, datetime] | None = None,
+) -> Pruned:
     """Delete the rows expired as of ``now``, batch by batch (of :data:`BATCH_SIZE` rows unless
     told), oldest first within each outcome; with ``max_batches``, stop after that many batches
-    that deleted something."""
+    that deleted something. ``resume``: where an earlier prune that stopped at its bound got to
+    (its ``Pruned.resume``): each outcome starts there rather than stepping over the index
+    entries of the rows it deleted (until the table is vacuumed, they are still there)."""
     size = batch_size or BATCH_SIZE
-    done = Pruned(cutoffs(now))
+    done = Pruned(cutoffs(now), resume=dict(resume or {}))
     batches = 0
     for outcome, before in done.cutoffs.items():
         done.removed[outcome] = 0
@@ -87,8 +97,10 @@ def prune(now: datetime, *, batch_size: int | None = None, max_batches: int | No
             if max_batches is not None and batches >= max_batches:
                 done.complete = False
                 return done
-            deleted = store.prune_history(outcome, before, size)
+            deleted, newest = store.prune_history(outcome, before, size, after=done.resume.get(outcome))
             done.removed[outcome] += deleted
+            if newest is not None:
+                done.resume[outcome] = newest
             if deleted:
                 batches += 1
             if deleted < size:
@@ -104,11 +116,15 @@ class HistoryPruner(Service):
     def __init__(self) -> None:
         super().__init__()
         self.behind = False
+        self.resume: dict[str, datetime] = {}
 
     def is_due(self, survey: Survey) -> bool:
         return self.behind or super().is_due(survey)
 
     def run_once(self, now: datetime) -> int:
-        done = prune(min(now, db_now()), max_batches=BATCHES_PER_RUN)
+        # While catching up, each pass goes on where the last one stopped; once caught up, the
+        # next pass starts from the oldest row again (whatever appeared meanwhile is seen).
+        done = prune(min(now, db_now()), max_batches=BATCHES_PER_RUN, resume=self.resume if self.behind else None)
         self.behind = not done.complete
+        self.resume = done.resume
         return done.total

@@ -152,3 +152,35 @@ def test_exclusive_without_a_transaction__holds_a_session_lock_only_for_its_bloc
             assert not mine  # held by another session: not waited for
     finally:
         other.close()
+
+
+def test_prune__a_stopped_prune_resumes_after_the_newest_row_it_deleted(settings, t0):
+    settings.PRESCIENT = {"HISTORY_RETENTION_DAYS": {"*": 1}}
+    for day in (5, 4, 3, 2):
+        history("completed", t0 - timedelta(days=day), key=f"{day} days ago")
+    first = prune(t0, batch_size=2, max_batches=1)
+    assert first.resume == {"completed": t0 - timedelta(days=4)}
+    # A row older than where it got to is not looked at again by the resumed prune (none can
+    # appear: a history row is written when its job ends, dated then).
+    history("completed", t0 - timedelta(days=9), key="9 days ago")
+    second = prune(t0, batch_size=2, resume=first.resume)
+    assert (second.removed["completed"], second.complete) == (2, True)
+    assert second.resume["completed"] == t0 - timedelta(days=2)
+    assert left() == [("completed", "9 days ago")]
+    assert prune(t0).removed["completed"] == 1  # a fresh prune starts from the oldest row
+
+
+def test_run_once__resumes_only_while_behind(settings, t0, monkeypatch):
+    settings.PRESCIENT = {"HISTORY_RETENTION_DAYS": {"*": 1}}
+    monkeypatch.setattr(history_pruner, "BATCH_SIZE", 1)
+    monkeypatch.setattr(history_pruner, "BATCHES_PER_RUN", 1)
+    history("completed", t0 - timedelta(days=3), key="a")
+    history("completed", t0 - timedelta(days=2), key="b")
+    service = HistoryPruner()
+    assert service.run_once(t0) == 1 and service.behind
+    assert service.resume == {"completed": t0 - timedelta(days=3)}
+    assert service.run_once(t0) == 1 and service.behind  # its bound again: perhaps more left
+    assert service.run_once(t0) == 0 and not service.behind
+    history("completed", t0 - timedelta(days=30), key="late")  # e.g. a restored backup
+    assert service.run_once(t0) == 1  # caught up: the next pass starts from the oldest row
+    assert left() == []
