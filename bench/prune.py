@@ -126,17 +126,23 @@ class Runs:
         return (self.done() - self.first) / (time.perf_counter() - self.started)
 
 
-def timed_deletes() -> list[float]:
-    """Wrap the store's batch DELETE so that each one is timed; returns the list it fills."""
+def timed_deletes(slowest: list[tuple[float, str, int, int]]) -> list[float]:
+    """Wrap the store's batch DELETE so that each one is timed; returns the list it fills
+    (and ``slowest``: seconds, outcome, rows, which DELETE)."""
     seconds: list[float] = []
     original = store.prune_history
 
     def timed(outcome: str, before: datetime, limit: int, **options: Any) -> tuple[int, datetime | None]:
         started = time.perf_counter()
+        deleted = -1
         try:
-            return original(outcome, before, limit, **options)
+            deleted, newest = original(outcome, before, limit, **options)
+            return deleted, newest
         finally:
             seconds.append(time.perf_counter() - started)
+            slowest.append((seconds[-1], outcome, deleted, len(seconds)))
+            slowest.sort(reverse=True)
+            del slowest[3:]
 
     store.prune_history = timed  # type: ignore[assignment]
     return seconds
@@ -163,7 +169,8 @@ def measure(res: Any, sizes: dict[str, Any], S: ModuleType) -> None:
             alone = runs.rate()
             res.add("prune.worker_alone", alone)
 
-            deletes = timed_deletes()
+            slowest: list[tuple[float, str, int, int]] = []
+            deletes = timed_deletes(slowest)
             runs = Runs(worker.pid)
             seconds, done = S.timed(lambda: history_pruner.prune(db_now()))
             during = runs.rate()
@@ -183,7 +190,7 @@ def measure(res: Any, sizes: dict[str, Any], S: ModuleType) -> None:
         res.add("prune.worker_during", during)
         S.log(f"prune: {done.total:,} rows in {seconds:.2f} s ({done.total / seconds:,.0f}/s), {len(deletes)} "
               f"DELETEs, the longest {longest * 1e3:.1f} ms (median {median * 1e3:.1f} ms); worker {during:,.0f} "
-              f"runs/s during, {alone:,.0f}/s without")
+              f"runs/s during, {alone:,.0f}/s without; slowest DELETEs (s, outcome, rows, nth): {slowest}")
 
         # One bounded run of the upkeep duty, among the million kept rows.
         fresh = history_pruner.BATCH_SIZE * history_pruner.BATCHES_PER_RUN * 2
