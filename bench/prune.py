@@ -99,7 +99,10 @@ class Feeder(threading.Thread):
                           "AND next_check_at <= now()")[0][0]
                 if due >= self.low:
                     continue
-                S.ensure_items(self.next_key + self.chunk)
+                # Items for the chunk (other sections may have made some without ensure_items).
+                cte, params = S.series(self.next_key, self.next_key + self.chunk - 1)
+                S.q(f"{cte}INSERT INTO bench_item (id, stamp) SELECT x, NULL FROM g ON CONFLICT (id) DO NOTHING",
+                    params)
                 with transaction.atomic():
                     S.add_jobs(self.next_key, self.chunk, timezone.now() - timedelta(hours=1))
                     store.notify()
