@@ -39,6 +39,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "herd_due": 100_000, "herd_pending": 1_000_000, "fanout": 10_000,
         "recurring_schedules": 100_000, "recurring_due": 10_000, "churn": 1_000_000,
         "metrics_pending": 1_000_000, "metrics_history": 1_000_000, "metrics_scrapes": 15,
+        "prune_rows": 2_000_000, "prune_expired": 1_000_000, "prune_window": 10.0, "prune_chunk": 2_000,
     },
     "quick": {
         "runs": 3, "sweep": 2_000, "pending": 100_000, "due": [300, 3_000], "idle_reps": 60,
@@ -47,6 +48,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "herd_due": 10_000, "herd_pending": 100_000, "fanout": 2_000,
         "recurring_schedules": 10_000, "recurring_due": 1_000, "churn": 40_000,
         "metrics_pending": 100_000, "metrics_history": 100_000, "metrics_scrapes": 9,
+        "prune_rows": 200_000, "prune_expired": 100_000, "prune_window": 3.0, "prune_chunk": 1_000,
     },
     "tiny": {
         "runs": 1, "sweep": 200, "pending": 2_000, "due": [50, 200], "idle_reps": 5,
@@ -54,12 +56,13 @@ SIZES: dict[str, dict[str, Any]] = {
         "peer_drain": 50, "peer_future": 2_000, "herd_due": 200, "herd_pending": 2_000, "fanout": 200,
         "recurring_schedules": 200, "recurring_due": 20, "churn": 400,
         "metrics_pending": 2_000, "metrics_history": 2_000, "metrics_scrapes": 3,
+        "prune_rows": 2_000, "prune_expired": 1_000, "prune_window": 2.0, "prune_chunk": 100,
     },
 }
 
 
 #: The sections of bench/suite.py, in the order they run.
-ALL_SECTIONS = ("sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "metrics", "peers")
+ALL_SECTIONS = ("sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "prune", "metrics", "peers")
 #: What ``--quick`` runs unless told otherwise (``--only herd,peers`` runs the rest).
 QUICK_SECTIONS = ("sweep", "idle", "scheduling", "workflows", "recurring", "metrics")
 #: And of those, what it runs on SQLite too (the rest is on PostgreSQL only, to stay under a minute).
@@ -165,6 +168,20 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("recurring.produce", "recurring: of which producing them (occurrences to jobs)", "s",
              "recurring.jobs_alone"),
         Spec("recurring.per_occurrence", "recurring: per occurrence, produced and run", "us"),
+    ]
+    pr, pe = f"{sizes['prune_rows']:,}", f"{sizes['prune_expired']:,}"
+    out += [
+        Spec("prune.seconds", f"prune: {pe} expired of {pr} history rows, prescient_prune", "s",
+             postgres_only=True),
+        Spec("prune.rows_per_second", "prune: rows removed per second", "/s", postgres_only=True),
+        Spec("prune.longest_delete", "prune: longest single DELETE (its whole transaction)", "s",
+             postgres_only=True),
+        Spec("prune.median_delete", "prune: median DELETE of 1,000 rows", "s", postgres_only=True),
+        Spec("prune.worker_alone", "prune: a worker's runs/s (1 child), not pruning", "/s", postgres_only=True),
+        Spec("prune.worker_during", "prune: the same worker's runs/s during the prune", "/s", "prune.worker_alone",
+             postgres_only=True),
+        Spec("prune.service_run", "prune: one pass of the upkeep duty (10 batches of 1,000)", "s",
+             postgres_only=True),
     ]
     mp, mh = f"{sizes['metrics_pending']:,}", f"{sizes['metrics_history']:,}"
     out += [
@@ -346,7 +363,8 @@ def base_name(key: str | None) -> str:
         return "dtdb"
     names = {"replay.floor": "floor", "sweep.tick": "tick", "memory.before": "before", "herd.alone": "alone",
              "idle.due_query": "idle", "recurring.idle_without": "none", "recurring.jobs_alone": "jobs",
-             "churn.idle_start": "start", "churn.sweep_start": "start"}
+             "churn.idle_start": "start", "churn.sweep_start": "start",
+             "prune.worker_alone": "alone"}
     return names.get(key, key.split(".")[0])
 
 

@@ -39,7 +39,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 import prescient  # noqa: E402
-from bench import churn, herd, metrics, peers, recurring, replay  # noqa: E402
+from bench import churn, herd, metrics, peers, prune, recurring, replay  # noqa: E402
 from bench.models import Item  # noqa: E402
 from prescient.engine import bulk, store  # noqa: E402
 from prescient.engine import sweep as engine_sweep  # noqa: E402
@@ -714,7 +714,7 @@ def scheduling(res: Results, raw: Raw, sizes: dict[str, Any]) -> None:
     clear_jobs()
 
 
-SECTIONS = ("sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "metrics", "peers")
+SECTIONS = ("sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "prune", "metrics", "peers")
 
 
 def main() -> None:
@@ -748,6 +748,8 @@ def main() -> None:
             fanout(res, sizes)
         if "recurring" in only:
             recurring.measure(res, sizes, sys.modules[__name__])
+        if "prune" in only:
+            prune.measure(res, sizes, sys.modules[__name__])
         if "metrics" in only:
             metrics.measure(res, sizes, sys.modules[__name__])
         if "peers" in only:

@@ -39,6 +39,10 @@ DEFAULTS: dict[str, Any] = {
     "CHILD_MEMORY_MB": None,
     # prescient_worker: runs after which a child is replaced by a fresh one (None: never).
     "CHILD_MAX_RUNS": None,
+    # Days a JobHistory row is kept after its job finished, per outcome ("*": every outcome not
+    # named; an outcome that is absent without "*", or given None, is kept forever). None: every
+    # row is kept forever. Pruned by the upkeep service history_pruner and prescient_prune.
+    "HISTORY_RETENTION_DAYS": {"completed": 14, "*": 90},
 }
 
 

@@ -186,6 +186,8 @@ class JobHistory(models.Model):
         ordering = ["-finished_at", "-id"]
         indexes = [
             models.Index(fields=["finished_at"], name="prescient_hist_finished"),
+            # The history pruner's: the oldest rows of one outcome (see migration 0011).
+            models.Index(fields=["outcome", "finished_at"], name="prescient_hist_outcome"),
             models.Index(fields=["job_exec", "finished_at"], name="prescient_hist_check"),
             models.Index(fields=["entity_name", "entity_key"], name="prescient_hist_entity"),
         ]

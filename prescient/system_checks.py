@@ -15,6 +15,7 @@ from django.utils.module_loading import import_string
 
 from .conf import DEFAULTS
 from .engine.kind import registered_kinds
+from .states import Outcome
 
 MINUTES_PER_DAY = 24 * 60
 
@@ -110,6 +111,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 id="prescient.W002",
             )
         )
+    errors.extend(_check_retention(values["HISTORY_RETENTION_DAYS"]))
     try:
         handler = import_string(values["ERROR_HANDLER"])
         if not callable(handler):
@@ -122,6 +124,41 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 id="prescient.E008",
             )
         )
+    return errors
+
+
+def _check_retention(retention: Any) -> list[Any]:
+    """PRESCIENT['HISTORY_RETENTION_DAYS']: None, or {outcome or "*": whole days >= 0 or None}."""
+    key = "PRESCIENT['HISTORY_RETENTION_DAYS']"
+    if retention is None:
+        return []
+    if not isinstance(retention, dict):
+        return [
+            Error(
+                f"{key} must be None (keep history forever) or a dict of days per outcome",
+                hint=f'expected e.g. {{"completed": 14, "*": 90}}; got {retention!r}',
+                id="prescient.E010",
+            )
+        ]
+    errors: list[Any] = []
+    known = [*Outcome.values, "*"]
+    for outcome, days in retention.items():
+        if outcome not in known:
+            errors.append(
+                Error(
+                    f"{key} names an unknown outcome {outcome!r}",
+                    hint="known outcomes: " + ", ".join(repr(name) for name in known),
+                    id="prescient.E011",
+                )
+            )
+        if days is not None and (not isinstance(days, int) or isinstance(days, bool) or days < 0):
+            errors.append(
+                Error(
+                    f"{key}[{outcome!r}] must be a whole number of days >= 0, or None (kept forever)",
+                    hint=f"got {days!r}",
+                    id="prescient.E012",
+                )
+            )
     return errors
 
 

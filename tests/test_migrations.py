@@ -34,4 +34,38 @@ def test_the_autovacuum_migration__resets_what_it_set(transactional_db):
     finally:
         executor = MigrationExecutor(connection)
         executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes("prescient"))
+
+
+def history_indexes():
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, "prescient_jobhistory")
+    return {name: c["columns"] for name, c in constraints.items() if c["index"]}
+
+
+def test_the_history_table__has_the_pruners_index_on_outcome_then_finished_at():
+    assert history_indexes()["prescient_hist_outcome"] == ["outcome", "finished_at"]
+
+
+def test_the_history_index_migration__drops_and_builds_it_again(transactional_db):
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    try:
         executor.migrate([("prescient", "0010_queue_autovacuum")])
+        assert "prescient_hist_outcome" not in history_indexes()
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes("prescient"))
+    assert history_indexes()["prescient_hist_outcome"] == ["outcome", "finished_at"]
+
+
+@pytest.mark.postgres
+def test_the_history_index__is_valid():
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = %s",
+            ["prescient_hist_outcome"],
+        )
+        assert cursor.fetchone() == (True,)

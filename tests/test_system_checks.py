@@ -104,3 +104,33 @@ def test_api_docs__no_warning_when_prescient_urls_are_not_mounted():
 
 def test_the_test_settings__trip_neither_warning():
     assert check_sqlite() == [] and check_api_docs() == []
+
+
+@pytest.mark.parametrize(
+    ("retention", "codes"),
+    [
+        ({"completed": 14, "*": 90}, []),
+        ({"failed": None, "killed": 0}, []),
+        (None, []),
+        (30, ["prescient.E010"]),
+        ([("completed", 14)], ["prescient.E010"]),
+        ({"complete": 14}, ["prescient.E011"]),
+        ({"completed": -1}, ["prescient.E012"]),
+        ({"*": 1.5}, ["prescient.E012"]),
+        ({"*": "90"}, ["prescient.E012"]),
+        ({"*": True}, ["prescient.E012"]),
+        ({"ran": "x"}, ["prescient.E011", "prescient.E012"]),
+    ],
+)
+def test_history_retention_days(settings, retention, codes):
+    settings.PRESCIENT = {"HISTORY_RETENTION_DAYS": retention}
+    errors = check_settings()
+    assert ids(errors) == codes
+    if codes:
+        assert "HISTORY_RETENTION_DAYS" in errors[0].msg
+
+
+def test_history_retention_days__names_the_known_outcomes(settings):
+    settings.PRESCIENT = {"HISTORY_RETENTION_DAYS": {"complete": 14}}
+    (error,) = check_settings()
+    assert "'complete'" in error.msg and "'completed'" in error.hint and "'*'" in error.hint

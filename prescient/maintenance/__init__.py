@@ -6,10 +6,15 @@ each duty that is due, and on PostgreSQL only one process at a time runs a given
 transaction-level advisory lock, never waited for), so ten workers do not all bury the same
 rows. River's ``internal/maintenance`` and Oban's plugins are the models.
 
+A duty runs in one transaction (holding its lock) unless it says it commits as it goes
+(``own_transactions``): then its lock is the session's, and each of its statements is a short
+transaction of its own (the history pruner's batches).
+
 Built in: :mod:`.rescuer` (stale claims: reclaimed or buried), :mod:`.waiters` (waiting jobs
 whose parents ended but were missed), :mod:`.worker_pruner` (rows of workers stopped long
-ago) and :mod:`.recurring` (recurring schedules' occurrences and declarations). A new duty is
-a new module registered with :func:`register`.
+ago), :mod:`.history_pruner` (history rows past their retention) and :mod:`.recurring`
+(recurring schedules' occurrences and declarations). A new duty is a new module registered
+with :func:`register`.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ class Service:
     name: ClassVar[str] = ""
     #: Seconds between two runs in one process (counted from the process's start).
     interval: ClassVar[float] = 3600.0
+    #: Whether ``run_once`` commits as it goes (run outside a transaction) instead of in one.
+    own_transactions: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.last_run = time.monotonic()
@@ -66,12 +73,14 @@ def registered_services() -> Iterator[Service]:
 
 
 def register_builtin() -> None:
+    from .history_pruner import HistoryPruner
     from .recurring import Declarations, OccurrencePruner, Producer
     from .rescuer import Rescuer
     from .waiters import WaiterRepair
     from .worker_pruner import WorkerPruner
 
-    for service in (Rescuer(), WaiterRepair(), WorkerPruner(), Producer(), Declarations(), OccurrencePruner()):
+    builtin = (Rescuer(), WaiterRepair(), WorkerPruner(), HistoryPruner())
+    for service in (*builtin, Producer(), Declarations(), OccurrencePruner()):
         if service.name not in _services:
             register(service)
 
@@ -86,7 +95,8 @@ def run_due(now: datetime, *, survey: Survey | None = None) -> dict[str, int]:
         if not service.is_due(survey):
             continue
         service.last_run = time.monotonic()
-        with store.exclusive(f"maintenance:{service.name}") as mine:
+        hold = not service.own_transactions
+        with store.exclusive(f"maintenance:{service.name}", hold_transaction=hold) as mine:
             if not mine:
                 logger.debug("upkeep %s: another process is running it", service.name)
                 continue

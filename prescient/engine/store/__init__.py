@@ -7,7 +7,8 @@ lock, wake-ups by ``NOTIFY``, advisory locks and query cancellation.
 
 Ending a job is one thing, written once: its history row is inserted and its live row deleted
 in the caller's transaction (:mod:`.ending`, or :mod:`.settle`, which deletes first and builds
-the history rows from what the DELETE returned).
+the history rows from what the DELETE returned). Expired history rows are deleted in short
+batches by :mod:`.history`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from prescient.states import Event, State
 from .. import bulk
 from . import links
 from .ending import end_job, end_jobs, release_waiters, resolve_waiting
+from .history import prune_history
 from .settle import settle
 from .wake import CHANNEL, can_listen, notify
 
@@ -60,20 +62,47 @@ def cancel_current_query() -> None:
         logger.warning("could not cancel the query of a timed-out run", exc_info=True)
 
 
+def _lock_key(name: str) -> list[int]:
+    return [0x70726573, zlib.crc32(f"prescient:{name}".encode()) - 2**31]  # stable signed 32-bit keys
+
+
 @contextmanager
-def exclusive(name: str) -> Iterator[bool]:
-    """A transaction in which this process alone holds the lock ``name``: yields whether it got
-    it (PostgreSQL: a transaction-level advisory lock, never waited for; elsewhere writers are
-    serialised by the database, so always True)."""
-    with transaction.atomic():
-        if connection.vendor != "postgresql":
-            yield True
-            return
-        key = zlib.crc32(f"prescient:{name}".encode()) - 2**31  # a stable signed 32-bit key
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [0x70726573, key])
-            row = cursor.fetchone()
-        yield bool(row and row[0])
+def exclusive(name: str, *, hold_transaction: bool = True) -> Iterator[bool]:
+    """A block in which this process alone holds the lock ``name``: yields whether it got it
+    (PostgreSQL: an advisory lock, never waited for; elsewhere writers are serialised by the
+    database, so always True).
+
+    The block is one transaction holding a transaction-level lock; with ``hold_transaction``
+    False it is no transaction (its statements commit as they go, each short) and the lock is
+    held by the session until the block ends.
+    """
+    if hold_transaction:
+        with transaction.atomic():
+            if connection.vendor != "postgresql":
+                yield True
+                return
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", _lock_key(name))
+                row = cursor.fetchone()
+            yield bool(row and row[0])
+        return
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", _lock_key(name))
+        row = cursor.fetchone()
+    mine = bool(row and row[0])
+    try:
+        yield mine
+    finally:
+        if mine:
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_unlock(%s, %s)", _lock_key(name))
+            except Exception:  # a broken connection: closing it releases the lock anyway
+                logger.warning("could not release the advisory lock %r", name, exc_info=True)
+                connection.close()
 
 
 # --- inserting jobs ----------------------------------------------------------------------------
@@ -409,6 +438,7 @@ __all__ = [
     "notify",
     "notify_stop",
     "pause_workflow",
+    "prune_history",
     "release_waiters",
     "release_workflow",
     "renew_leases",

@@ -1,0 +1,212 @@
+"""Pruning history while a worker sweeps: issue #17's row.
+
+2,000,000 history rows of which 1,000,000 are expired under the default retention (completed
+kept 14 days, every other outcome 90): four in five are completed rows that finished 15 to 90
+days ago, one in five failed rows 91 to 180 days ago; the kept million finished in the last 13
+days. Inserted with one ``generate_series`` statement.
+
+One ``prescient_worker`` (one child) meanwhile sweeps a stream of due checks: a feeder thread
+tops the due backlog up whenever it runs low, so the worker is never idle. Measured:
+
+- the worker's throughput (runs that ended per second, counted from their history rows) over a
+  window without pruning, then during the prune;
+- the prune itself, as ``prescient_prune`` does it (``history_pruner.prune``: batches of 1,000,
+  each one statement in autocommit): its total time and its longest single DELETE, timed from
+  the client (each DELETE is its own transaction);
+- one run of the upkeep duty (bounded to ``BATCHES_PER_RUN`` batches), on fresh expired rows,
+  the million kept rows still there: what a worker's pass pays for it.
+
+PostgreSQL only.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from datetime import datetime, timedelta
+from types import ModuleType
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from prescient.clock import db_now
+from prescient.engine import bulk, store
+from prescient.maintenance import history_pruner
+from prescient.models import JobHistory, Worker
+
+OLD = "bench.old"  # the entity name of the history rows inserted here (the stream's are bench.item)
+
+
+def add_history(S: ModuleType, first: int, count: int, expired: int, now: datetime) -> None:
+    """History rows ``first``..``first + count - 1``; the first ``expired`` of them past the
+    default retention, the rest within it."""
+    step_old = timedelta(days=75) / max(expired, 1)
+    step_recent = timedelta(days=13) / max(count - expired, 1)
+    last_expired = first + expired - 1
+    finished = (
+        "CASE WHEN x > %s THEN %s::timestamptz - ((x - %s) * %s::interval) "
+        "WHEN x %% 5 = 0 THEN %s::timestamptz - (x * %s::interval) "
+        "ELSE %s::timestamptz - (x * %s::interval) END"
+    )
+    finished_params = [
+        last_expired, now, last_expired, step_recent,
+        now - timedelta(days=91), step_old,
+        now - timedelta(days=15), step_old,
+    ]
+    ours: dict[str, tuple[str, list[Any]]] = {
+        "job_id": ("x", []),
+        "entity_key": ("CAST(x AS TEXT)", []),
+        "outcome": ("CASE WHEN x % 5 = 0 THEN 'failed' ELSE 'completed' END".replace("%", "%%"), []),
+        "finished_at": (finished, finished_params),
+        "created_at": (finished, finished_params),
+        "first_check_at": (finished, finished_params),
+    }
+    fixed = {"entity_name": OLD, "job_exec": S.NOOP}
+    columns, values, params = [], [], []
+    for field in bulk.insert_fields(JobHistory):
+        columns.append(connection.ops.quote_name(field.column))
+        if field.attname in ours:
+            sql, sql_params = ours[field.attname]
+            values.append(sql)
+            params.extend(sql_params)
+            continue
+        value = fixed[field.attname] if field.attname in fixed else field.get_default()
+        values.append("%s")
+        params.append(field.get_db_prep_save(value, connection))
+    cte, cte_params = S.series(first, first + count - 1)
+    S.q(f"{cte}INSERT INTO prescient_jobhistory ({', '.join(columns)}) SELECT {', '.join(values)} FROM g",
+        [*cte_params, *params])
+
+
+class Feeder(threading.Thread):
+    """Keeps due checks waiting for the worker (on a connection of its own): whenever fewer
+    than ``low`` are due, ``chunk`` more (each on a fresh item), and a wake-up."""
+
+    def __init__(self, S: ModuleType, chunk: int) -> None:
+        super().__init__(name="bench-prune-feeder", daemon=True)
+        self.S, self.chunk, self.low = S, chunk, chunk // 2
+        self.stop = threading.Event()
+        self.next_key = 1
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        S = self.S
+        try:
+            while not self.stop.wait(0.02):
+                due = S.q("SELECT count(*) FROM prescient_futurejob WHERE state = 'scheduled' "
+                          "AND next_check_at <= now()")[0][0]
+                if due >= self.low:
+                    continue
+                # Items for the chunk (other sections may have made some without ensure_items).
+                cte, params = S.series(self.next_key, self.next_key + self.chunk - 1)
+                S.q(f"{cte}INSERT INTO bench_item (id, stamp) SELECT x, NULL FROM g ON CONFLICT (id) DO NOTHING",
+                    params)
+                with transaction.atomic():
+                    S.add_jobs(self.next_key, self.chunk, timezone.now() - timedelta(hours=1))
+                    store.notify()
+                self.next_key += self.chunk
+        except BaseException as exc:  # reported by the main thread
+            self.error = exc
+        finally:
+            connection.close()
+
+
+class Runs:
+    """A worker's runs per second over a stretch of time, from its own count (``jobs_done``,
+    written at each of its settles)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.started = time.perf_counter()
+        self.first = self.done()
+
+    def done(self) -> int:
+        return int(Worker.objects.filter(pid=self.pid, stopped_at=None).values_list("jobs_done", flat=True).get())
+
+    def rate(self) -> float:
+        return (self.done() - self.first) / (time.perf_counter() - self.started)
+
+
+def timed_deletes(slowest: list[tuple[float, str, int, int]]) -> list[float]:
+    """Wrap the store's batch DELETE so that each one is timed; returns the list it fills
+    (and ``slowest``: seconds, outcome, rows, which DELETE)."""
+    seconds: list[float] = []
+    original = store.prune_history
+
+    def timed(outcome: str, before: datetime, limit: int, **options: Any) -> tuple[int, datetime | None]:
+        started = time.perf_counter()
+        deleted = -1
+        try:
+            deleted, newest = original(outcome, before, limit, **options)
+            return deleted, newest
+        finally:
+            seconds.append(time.perf_counter() - started)
+            slowest.append((seconds[-1], outcome, deleted, len(seconds)))
+            slowest.sort(reverse=True)
+            del slowest[3:]
+
+    store.prune_history = timed  # type: ignore[assignment]
+    return seconds
+
+
+def measure(res: Any, sizes: dict[str, Any], S: ModuleType) -> None:
+    if not S.pg():
+        return
+    total, expired, window = sizes["prune_rows"], sizes["prune_expired"], sizes["prune_window"]
+    original = store.prune_history
+    S.clear_jobs()
+    S.log(f"prune: inserting {total:,} history rows, {expired:,} of them expired")
+    now = db_now()
+    seconds, _ = S.timed(lambda: add_history(S, 1, total, expired, now))
+    S.vacuum("prescient_jobhistory")
+    S.log(f"prune: inserted in {seconds:.1f} s")
+    feeder = Feeder(S, chunk=sizes["prune_chunk"])
+    try:
+        with S.workers(1) as (worker,):
+            feeder.start()
+            time.sleep(1.0)  # the worker under way
+            runs = Runs(worker.pid)
+            time.sleep(window)
+            alone = runs.rate()
+            res.add("prune.worker_alone", alone)
+
+            slowest: list[tuple[float, str, int, int]] = []
+            deletes = timed_deletes(slowest)
+            runs = Runs(worker.pid)
+            seconds, done = S.timed(lambda: history_pruner.prune(db_now()))
+            during = runs.rate()
+            store.prune_history = original
+            feeder.stop.set()
+            feeder.join(30)
+        if feeder.error is not None:
+            raise RuntimeError("the feeder failed") from feeder.error
+        left = JobHistory.objects.filter(entity_name=OLD).count()
+        if done.total != expired or left != total - expired:
+            raise RuntimeError(f"pruned {done.total} of {expired} expired rows; {left} of {total - expired} kept left")
+        res.add("prune.seconds", seconds)
+        res.add("prune.rows_per_second", done.total / seconds)
+        longest, median = max(deletes, default=0.0), statistics.median(deletes or [0.0])
+        res.add("prune.longest_delete", longest)
+        res.add("prune.median_delete", median)
+        res.add("prune.worker_during", during)
+        S.log(f"prune: {done.total:,} rows in {seconds:.2f} s ({done.total / seconds:,.0f}/s), {len(deletes)} "
+              f"DELETEs, the longest {longest * 1e3:.1f} ms (median {median * 1e3:.1f} ms); worker {during:,.0f} "
+              f"runs/s during, {alone:,.0f}/s without; slowest DELETEs (s, outcome, rows, nth): {slowest}")
+
+        # One bounded run of the upkeep duty, among the million kept rows.
+        fresh = history_pruner.BATCH_SIZE * history_pruner.BATCHES_PER_RUN * 2
+        add_history(S, total + 1, fresh, fresh, db_now())
+        S.analyze("prescient_jobhistory")
+        service = history_pruner.HistoryPruner()
+        seconds, removed = S.timed(lambda: service.run_once(db_now()))
+        expected = history_pruner.BATCH_SIZE * history_pruner.BATCHES_PER_RUN
+        if removed != expected or not service.behind:
+            raise RuntimeError(f"one run of the duty removed {removed} rows, expected {expected}")
+        res.add("prune.service_run", seconds)
+        S.log(f"prune: one run of the upkeep duty removed {removed:,} rows in {seconds * 1e3:.0f} ms")
+    finally:
+        store.prune_history = original
+        feeder.stop.set()
+        S.clear_jobs()

@@ -1,0 +1,130 @@
+"""The history pruner: ``JobHistory`` rows kept past their retention are deleted.
+
+``PRESCIENT["HISTORY_RETENTION_DAYS"]`` says how many days a row is kept after its job finished,
+per outcome (``"*"``: every outcome not named; absent without ``"*"``, or ``None``: forever;
+the whole setting ``None``: every row forever). A row is expired once it finished strictly
+before ``now - days``: a row exactly at the cut-off stays.
+
+Rows are deleted in batches of :data:`BATCH_SIZE`, each one short statement of its own (see
+:mod:`prescient.engine.store.history`), so no transaction is held for long however far behind
+the pruner is. As an upkeep duty it runs every :attr:`HistoryPruner.interval` seconds and stops
+after :data:`BATCHES_PER_RUN` batches, so a worker's or a tick's pass stays short; when it
+stopped with rows left, it runs again at the next pass until it has caught up.
+``manage.py prescient_prune`` drains everything at once.
+
+Judged as of ``now``, but never later than the database's clock: a replay's ``now`` in the
+future does not delete history that has not expired yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from prescient.clock import db_now
+from prescient.conf import setting
+from prescient.engine import store
+from prescient.engine.sweep import Survey
+from prescient.models import JobHistory
+from prescient.states import Outcome
+
+from . import Service
+
+#: Rows deleted by one statement.
+BATCH_SIZE = 1000
+#: Batches (that deleted something) one run of the upkeep duty stops after.
+BATCHES_PER_RUN = 10
+
+
+def retention() -> dict[str, int | None]:
+    """Days each outcome's rows are kept (None: forever), as the setting says."""
+    days: dict[str, int | None] | None = setting("HISTORY_RETENTION_DAYS")
+    if days is None:
+        return dict.fromkeys(Outcome.values)
+    return {outcome: days.get(outcome, days.get("*")) for outcome in Outcome.values}
+
+
+def cutoffs(now: datetime) -> dict[str, datetime]:
+    """``{outcome: cut-off}`` of the outcomes that are pruned: their rows that finished before
+    the cut-off are expired. Outcomes kept forever are absent."""
+    return {outcome: now - timedelta(days=days) for outcome, days in retention().items() if days is not None}
+
+
+@dataclass
+class Pruned:
+    """What one prune removed (or would remove, in a dry run), per pruned outcome."""
+
+    cutoffs: dict[str, datetime]
+    removed: dict[str, int] = field(default_factory=dict)
+    #: False when it stopped at its bound with expired rows perhaps left.
+    complete: bool = True
+    #: Per outcome, the newest ``finished_at`` deleted: where the next batch starts.
+    resume: dict[str, datetime] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.removed.values())
+
+
+def expired(now: datetime) -> Pruned:
+    """How many rows of each pruned outcome are expired as of ``now`` (nothing deleted)."""
+    limits = cutoffs(now)
+    counts = {
+        outcome: JobHistory.objects.filter(outcome=outcome, finished_at__lt=before).count()
+        for outcome, before in limits.items()
+    }
+    return Pruned(limits, counts)
+
+
+def prune(
+    now: datetime,
+    *,
+    batch_size: int | None = None,
+    max_batches: int | None = None,
+    resume: dict[str, datetime] | None = None,
+) -> Pruned:
+    """Delete the rows expired as of ``now``, batch by batch (of :data:`BATCH_SIZE` rows unless
+    told), oldest first within each outcome; with ``max_batches``, stop after that many batches
+    that deleted something. ``resume``: where an earlier prune that stopped at its bound got to
+    (its ``Pruned.resume``): each outcome starts there rather than stepping over the index
+    entries of the rows it deleted (until the table is vacuumed, they are still there)."""
+    size = batch_size or BATCH_SIZE
+    done = Pruned(cutoffs(now), resume=dict(resume or {}))
+    batches = 0
+    for outcome, before in done.cutoffs.items():
+        done.removed[outcome] = 0
+        while True:
+            if max_batches is not None and batches >= max_batches:
+                done.complete = False
+                return done
+            deleted, newest = store.prune_history(outcome, before, size, after=done.resume.get(outcome))
+            done.removed[outcome] += deleted
+            if newest is not None:
+                done.resume[outcome] = newest
+            if deleted:
+                batches += 1
+            if deleted < size:
+                break
+    return done
+
+
+class HistoryPruner(Service):
+    name = "history_pruner"
+    interval = 600.0
+    own_transactions = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.behind = False
+        self.resume: dict[str, datetime] = {}
+
+    def is_due(self, survey: Survey) -> bool:
+        return self.behind or super().is_due(survey)
+
+    def run_once(self, now: datetime) -> int:
+        # While catching up, each pass goes on where the last one stopped; once caught up, the
+        # next pass starts from the oldest row again (whatever appeared meanwhile is seen).
+        done = prune(min(now, db_now()), max_batches=BATCHES_PER_RUN, resume=self.resume if self.behind else None)
+        self.behind = not done.complete
+        self.resume = done.resume
+        return done.total

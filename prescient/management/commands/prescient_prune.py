@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from prescient.clock import db_now
+from prescient.maintenance.history_pruner import BATCH_SIZE, expired, prune, retention
+
+from ._args import aware_datetime, positive_int
+
+
+class Command(BaseCommand):
+    help = (
+        "Delete the job history kept longer than PRESCIENT['HISTORY_RETENTION_DAYS'] allows, in short "
+        "batches, as the upkeep of workers and ticks does a little at a time; prints what it removed per outcome."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Count the expired rows per outcome; delete nothing."
+        )
+        parser.add_argument(
+            "--now",
+            type=aware_datetime,
+            default=None,
+            help="Judge expiry as if it were this time (ISO 8601 with offset); default: the database's time.",
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=positive_int,
+            default=None,
+            help=f"Rows deleted per statement, each its own short transaction (default: {BATCH_SIZE}).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        now = options["now"] or db_now()
+        dry_run = options["dry_run"]
+        done = expired(now) if dry_run else prune(now, batch_size=options["batch_size"])
+        if options["verbosity"] < 1:
+            return
+        verb = "would remove" if dry_run else "removed"
+        days = retention()
+        for outcome, kept in days.items():
+            if kept is None:
+                self.stdout.write(f"  {outcome}: kept forever")
+                continue
+            cutoff, unit = done.cutoffs[outcome].isoformat(), "day" if kept == 1 else "days"
+            removed = done.removed[outcome]
+            self.stdout.write(f"  {outcome}: {verb} {removed} (kept {kept} {unit}: finished before {cutoff})")
+        self.stdout.write(f"prescient prune{' (dry run)' if dry_run else ''}: {verb} {done.total} history row(s)")
