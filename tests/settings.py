@@ -84,7 +84,10 @@ else:
         }
     }
 
-PRESCIENT = {"SLOT_MINUTES": 15, "TIMEOUT_SECONDS": 2}
+# History is kept forever here: a long test session would otherwise have the upkeep pruner (due
+# every ten minutes in a process) delete rows a test made at its own explicit times. The
+# pruner's tests set the retention they test.
+PRESCIENT = {"SLOT_MINUTES": 15, "TIMEOUT_SECONDS": 2, "HISTORY_RETENTION_DAYS": None}
 # Child processes started by tests may tune settings further (JSON object).
 PRESCIENT.update(json.loads(os.environ.get("PRESCIENT_TEST_SETTINGS", "{}")))
 

@@ -9,7 +9,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("prescient", "0010_queue_autovacuum"),
+        ("prescient", "0011_history_finished_at_index"),
     ]
 
     operations = [
