@@ -2,8 +2,8 @@
 server, a real ``prescient_worker`` and new orders), on a temporary SQLite file and a free port.
 
 The dashboard must come to show a live worker and jobs finished; its screenshot is
-``docs/img/demo-dashboard.png`` (the README shows it; PRESCIENT_UPDATE_SCREENSHOT=1 rewrites it). The waits are bounded; nothing here
-asserts how long anything took.
+``docs/img/demo-dashboard.png`` (the README shows it; PRESCIENT_UPDATE_SCREENSHOT=1 rewrites it).
+The waits are bounded; nothing here asserts how long anything took.
 """
 
 from __future__ import annotations
