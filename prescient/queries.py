@@ -172,27 +172,18 @@ class Figures:
     workers: list[WorkerFigure]
     #: History rows finished in the last :data:`FINISHED_WINDOW`, per outcome (zeros included).
     finished: dict[str, int]
-    #: Counts that are the planner's estimate rather than exact ("jobs:<state>", "due").
+    #: Counts that are the planner's estimate rather than exact ("jobs:<state>", "due",
+    #: "finished:<outcome>").
     estimated: list[str] = field(default_factory=list)
 
 
-def finished_since(since: datetime, until: datetime) -> dict[str, int]:
-    """History rows with ``since <= finished_at < until``, per outcome (every outcome named).
-
-    One range scan of an index on ``finished_at``: ``prescient_hist_finished``, or an index on
-    ``(outcome, finished_at)`` when there is one (the outcomes are listed for it), never the
-    whole table. The rows of one hour are counted exactly.
-    """
-    counts = dict.fromkeys(Outcome.values, 0)
-    rows = (
-        JobHistory.objects.filter(outcome__in=Outcome.values, finished_at__gte=since, finished_at__lt=until)
-        .order_by()
-        .values("outcome")
-        .annotate(n=Count("pk"))
-    )
-    for row in rows:
-        counts[row["outcome"]] = row["n"]
-    return counts
+def finished_between(since: datetime, until: datetime) -> dict[str, QuerySet[JobHistory]]:
+    """``{outcome: its history rows with since <= finished_at < until}``, every outcome named:
+    each a range of the ``(outcome, finished_at)`` index, never the whole table."""
+    return {
+        outcome: JobHistory.objects.filter(outcome=outcome, finished_at__gte=since, finished_at__lt=until)
+        for outcome in Outcome.values
+    }
 
 
 def figures(now: datetime, *, exact_up_to: int = EXACT_COUNT_LIMIT) -> Figures:
@@ -200,12 +191,14 @@ def figures(now: datetime, *, exact_up_to: int = EXACT_COUNT_LIMIT) -> Figures:
 
     Jobs per state: one capped count per state (the partial index ``prescient_job_due`` for
     ``scheduled``, ``prescient_job_workflow`` for the others), the planner's estimate above
-    ``exact_up_to`` on PostgreSQL. Due jobs and the oldest one: ``prescient_job_due``. Workers:
-    their own small table.
+    ``exact_up_to`` on PostgreSQL; the same for the history rows of the last hour per outcome
+    (``prescient_hist_outcome``), so a busy hour's millions are never counted one by one. Due
+    jobs and the oldest one: ``prescient_job_due``. Workers: their own small table.
     """
     due_jobs = FutureJob.objects.due(now)
     querysets = {f"jobs:{state}": FutureJob.objects.filter(state=state) for state in State.values}
-    counted = counts({**querysets, "due": due_jobs}, exact_up_to)
+    finished = {f"finished:{o}": rows for o, rows in finished_between(now - FINISHED_WINDOW, now).items()}
+    counted = counts({**querysets, "due": due_jobs, **finished}, exact_up_to)
     jobs = {state: counted[f"jobs:{state}"][0] for state in State.values}
     estimated = [name for name, (_n, exact) in counted.items() if not exact]
     oldest = due_jobs.order_by().aggregate(oldest=Min("next_check_at"))["oldest"]
@@ -222,6 +215,6 @@ def figures(now: datetime, *, exact_up_to: int = EXACT_COUNT_LIMIT) -> Figures:
         due=counted["due"][0],
         oldest_overdue_seconds=0.0 if oldest is None else max(0.0, (now - oldest).total_seconds()),
         workers=workers,
-        finished=finished_since(now - FINISHED_WINDOW, now),
+        finished={outcome: counted[f"finished:{outcome}"][0] for outcome in Outcome.values},
         estimated=estimated,
     )

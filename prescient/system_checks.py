@@ -18,6 +18,9 @@ from .engine.kind import registered_kinds
 from .states import Outcome
 
 MINUTES_PER_DAY = 24 * 60
+#: The longest history retention accepted (a hundred years; None keeps forever): much beyond it,
+#: the cut-off date would fall before year 1.
+MAX_RETENTION_DAYS = 36_500
 
 
 def _number(value: Any) -> bool:
@@ -151,10 +154,13 @@ def _check_retention(retention: Any) -> list[Any]:
                     id="prescient.E011",
                 )
             )
-        if days is not None and (not isinstance(days, int) or isinstance(days, bool) or days < 0):
+        if days is not None and (
+            not isinstance(days, int) or isinstance(days, bool) or not 0 <= days <= MAX_RETENTION_DAYS
+        ):
             errors.append(
                 Error(
-                    f"{key}[{outcome!r}] must be a whole number of days >= 0, or None (kept forever)",
+                    f"{key}[{outcome!r}] must be a whole number of days from 0 to {MAX_RETENTION_DAYS:,}, "
+                    "or None (kept forever)",
                     hint=f"got {days!r}",
                     id="prescient.E012",
                 )
@@ -228,7 +234,7 @@ def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         return []
     try:
         url = reverse("prescient-metrics")
-    except NoReverseMatch:
+    except (NoReverseMatch, ImproperlyConfigured, ImportError):  # not mounted; a broken URLconf is Django's to report
         return []
     if importlib.util.find_spec("prometheus_client") is not None:
         return []

@@ -116,6 +116,8 @@ def test_the_test_settings__trip_neither_warning():
         ([("completed", 14)], ["prescient.E010"]),
         ({"complete": 14}, ["prescient.E011"]),
         ({"completed": -1}, ["prescient.E012"]),
+        ({"*": 36_500}, []),
+        ({"*": 36_501}, ["prescient.E012"]),  # beyond it, a cut-off before year 1
         ({"*": 1.5}, ["prescient.E012"]),
         ({"*": "90"}, ["prescient.E012"]),
         ({"*": True}, ["prescient.E012"]),

@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import ClassVar
 
+from django.db import connection
+
 from prescient.engine import store
 from prescient.engine.sweep import Survey
 from prescient.engine.sweep import survey as take_survey
@@ -43,9 +45,12 @@ class Service:
     interval: ClassVar[float] = 3600.0
     #: Whether ``run_once`` commits as it goes (run outside a transaction) instead of in one.
     own_transactions: ClassVar[bool] = False
+    #: Whether the first pass of a process runs it (a tick from cron lives for seconds: a duty
+    #: that waits a whole ``interval`` first would never run in it).
+    due_at_start: ClassVar[bool] = False
 
     def __init__(self) -> None:
-        self.last_run = time.monotonic()
+        self.last_run = time.monotonic() - (self.interval if self.due_at_start else 0.0)
 
     def is_due(self, survey: Survey) -> bool:
         """Whether to run now, given the pass's survey (by default: once per ``interval``)."""
@@ -93,6 +98,11 @@ def run_due(now: datetime, *, survey: Survey | None = None) -> dict[str, int]:
     done: dict[str, int] = {}
     for service in registered_services():
         if not service.is_due(survey):
+            continue
+        if service.own_transactions and connection.in_atomic_block:
+            # Called inside the host's transaction (a tick() in atomic()): its batches would all
+            # join that one transaction, the long one they exist to avoid. Left to a later pass.
+            logger.debug("upkeep %s: skipped inside a transaction", service.name)
             continue
         service.last_run = time.monotonic()
         hold = not service.own_transactions

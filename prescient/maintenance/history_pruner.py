@@ -112,6 +112,7 @@ class HistoryPruner(Service):
     name = "history_pruner"
     interval = 600.0
     own_transactions = True
+    due_at_start = True  # every cron tick prunes a little (a pass is at most BATCHES_PER_RUN batches)
 
     def __init__(self) -> None:
         super().__init__()

@@ -214,6 +214,20 @@ def test_figures__read_no_history_but_the_window(t0, django_assert_max_num_queri
     with django_assert_max_num_queries(9) as captured:
         queries.figures(t0)
     history_sql = [q["sql"] for q in captured.captured_queries if "prescient_jobhistory" in q["sql"]]
-    assert len(history_sql) == 1
-    assert "finished_at" in history_sql[0] and "GROUP BY" in history_sql[0]
+    assert len(history_sql) == 1  # the capped counts, in one statement with the jobs'
+    assert "finished_at" in history_sql[0] and "LIMIT" in history_sql[0]
+
+
+def test_figures__a_busy_hour_of_history_is_capped_then_estimated_on_postgresql(t0):
+    history(Outcome.COMPLETED, t0 - timedelta(minutes=10), n=12)
+    history(Outcome.FAILED, t0 - timedelta(minutes=10), n=2)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE prescient_jobhistory")
+    figures = queries.figures(t0, exact_up_to=10)
+    assert figures.finished["failed"] == 2
+    if connection.vendor == "postgresql":
+        assert figures.estimated == ["finished:completed"]
+        assert figures.finished["completed"] >= 11  # the planner's estimate, never below what was counted
+    else:
+        assert (figures.finished["completed"], figures.estimated) == (12, [])
 
