@@ -201,3 +201,24 @@ def test_run_once__resumes_only_while_behind(settings, t0, monkeypatch):
     history("completed", t0 - timedelta(days=30), key="late")  # e.g. a restored backup
     assert service.run_once(t0) == 1  # caught up: the next pass starts from the oldest row
     assert left() == []
+
+
+def test_a_tick_from_cron__prunes_in_its_one_pass(transactional_db, t0):
+    """A prescient_tick process lives for seconds: the pruner runs at its first pass, not only
+    after ten minutes (which a tick never lives to see)."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, database_env
+
+    history("completed", t0 - timedelta(days=2), key="expired")
+    history("completed", t0, key="kept")
+    env = database_env()
+    env["PRESCIENT_TEST_SETTINGS"] = json.dumps({"HISTORY_RETENTION_DAYS": {"*": 1}})
+    subprocess.run(
+        [sys.executable, "-m", "django", "prescient_tick", "--now", t0.isoformat(), "-v", "0",
+         "--settings=tests.settings"],
+        cwd=ROOT, env=env, check=True, timeout=120,
+    )
+    assert left() == [("completed", "kept")]
