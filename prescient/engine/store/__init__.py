@@ -13,14 +13,12 @@ batches by :mod:`.history`.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import logging
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from django.db import connection, models, transaction
 from django.db.models import F, Q, Value
@@ -35,13 +33,11 @@ from .. import bulk
 from . import links
 from .ending import end_job, end_jobs, release_waiters, resolve_waiting
 from .history import prune_history
+from .inserting import ONE_PENDING_JOB, can_insert_returning, insert, insert_new
 from .settle import settle
 from .wake import CHANNEL, can_listen, notify
 
 logger = logging.getLogger("prescient.engine")
-
-#: The unique constraint that keeps one pending job per (entity, check).
-ONE_PENDING_JOB = "prescient_one_pending_job"
 
 
 # --- vendor features -------------------------------------------------------------------------
@@ -103,75 +99,6 @@ def exclusive(name: str, *, hold_transaction: bool = True) -> Iterator[bool]:
             except Exception:  # a broken connection: closing it releases the lock anyway
                 logger.warning("could not release the advisory lock %r", name, exc_info=True)
                 connection.close()
-
-
-# --- inserting jobs ----------------------------------------------------------------------------
-
-
-def _can_insert_returning() -> bool:
-    """Whether ``INSERT … ON CONFLICT (…) DO NOTHING RETURNING`` works (PostgreSQL, SQLite 3.35+)."""
-    features = connection.features
-    return bool(features.can_return_columns_from_insert and features.supports_update_conflicts_with_target)
-
-
-@functools.cache
-def _one_pending_job_columns() -> tuple[str, ...]:
-    unique = next(c for c in FutureJob._meta.constraints if getattr(c, "name", "") == ONE_PENDING_JOB)
-    assert isinstance(unique, models.UniqueConstraint)
-    fields = [cast("bulk.Field", FutureJob._meta.get_field(name)) for name in unique.fields]
-    return tuple(cast(str, f.column) for f in fields)  # concrete fields: each has a column
-
-
-def insert_new(jobs: list[FutureJob], *, returning: bool) -> int | None:
-    """Insert ``jobs`` in one statement, skipping any that already has a pending job; returns
-    how many were written. With ``returning`` (a single job), also sets its pk, or returns None
-    when this database cannot (the caller then saves it in a transaction)."""
-    if returning and not _can_insert_returning():
-        return None
-    meta = FutureJob._meta
-    conflict = _one_pending_job_columns()
-    fields = bulk.insert_fields(FutureJob)
-    rows = bulk.prep_all(jobs, fields, add=True)
-    if not _can_insert_returning():
-        # Without RETURNING (older SQLite) the rows written are counted instead.
-        before = FutureJob.objects.count()
-        bulk.insert_rows(FutureJob, rows, fields, skip_conflicts_on=conflict)
-        return FutureJob.objects.count() - before
-    pk = meta.pk
-    assert pk is not None
-    pks = bulk.insert_rows(FutureJob, rows, fields, skip_conflicts_on=conflict, returning=pk.column)
-    if returning and pks:
-        job = jobs[0]
-        job.pk = pks[0]
-        job._state.adding = False
-        job._state.db = connection.alias
-    return len(pks)
-
-
-def insert(job: FutureJob, *, wake: bool = False) -> FutureJob:
-    """Insert one new job as it is (IntegrityError if it clashes with a pending one); with
-    ``wake``, also tell listening workers, delivered when the job commits.
-
-    One statement where the database can return the new id: in autocommit mode, one round
-    trip (the wake-up rides in it on PostgreSQL). Inside the caller's transaction, it runs
-    in a savepoint, so that a clash leaves that transaction usable.
-    """
-    if not _can_insert_returning():
-        with transaction.atomic():
-            job.save(force_insert=True)
-            if wake:
-                notify()
-        return job
-    pk = FutureJob._meta.pk
-    assert pk is not None
-    fields = bulk.insert_fields(FutureJob)
-    channel = CHANNEL if wake and can_listen() else None
-    with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
-        rows = bulk.prep_all([job], fields, add=True)
-        job.pk = bulk.insert_rows(FutureJob, rows, fields, returning=pk.column, notify=channel)[0]
-    job._state.adding = False
-    job._state.db = connection.alias
-    return job
 
 
 def save(job: FutureJob, fields: Sequence[str] | None = None) -> None:
@@ -330,7 +257,7 @@ def start_runs(jobs: Sequence[FutureJob], token: str) -> set[int]:
         f"AND {qn('end_requested')} = ''"
     )
     params = [*clock_params, *clock_params, *ids, token, State.RUNNING.value]
-    if not _can_insert_returning():  # no RETURNING: update, then read what was started
+    if not can_insert_returning():  # no RETURNING: update, then read what was started
         with transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
