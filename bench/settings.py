@@ -37,6 +37,10 @@ else:
     DATABASES = {"default": dj_database_url.parse(os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL), conn_max_age=None)}
 
 PRESCIENT = {"SLOT_MINUTES": 15, "TIMEOUT_SECONDS": 60, "BATCH_SIZE": 100}
+# The processes the bench starts (workers, agents) keep all history: a worker's upkeep prunes at
+# its first pass, which would take the prune section's expired rows before it times them.
+if os.environ.get("BENCH_KEEP_HISTORY") == "1":
+    PRESCIENT["HISTORY_RETENTION_DAYS"] = None
 
 # BENCH_CONN_MAX_AGE ("0", "none", seconds) sets Django's CONN_MAX_AGE for a process the bench
 # starts (django-tasks-db's worker closes its connection after each task unless it is None).

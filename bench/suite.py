@@ -278,6 +278,7 @@ def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    env["BENCH_KEEP_HISTORY"] = "1"  # only the bench's own process prunes (bench/settings.py)
     return env
 
 
