@@ -42,12 +42,12 @@ SIZES: dict[str, dict[str, Any]] = {
         "prune_rows": 2_000_000, "prune_expired": 1_000_000, "prune_window": 10.0, "prune_chunk": 2_000,
     },
     "quick": {
-        "runs": 3, "sweep": 2_000, "pending": 100_000, "due": [300, 3_000], "idle_reps": 60,
-        "one": 500, "many": 5_000, "latency": 20, "memory": 2_000, "memory_rounds": 1,
+        "runs": 2, "sweep": 2_000, "pending": 100_000, "due": [300, 3_000], "idle_reps": 60,
+        "one": 300, "many": 5_000, "latency": 20, "memory": 2_000, "memory_rounds": 1,
         "sqlite_pending": 100_000, "peer_drain": 1_000, "peer_future": 100_000,
         "herd_due": 10_000, "herd_pending": 100_000, "fanout": 2_000,
         "recurring_schedules": 10_000, "recurring_due": 1_000, "churn": 40_000,
-        "metrics_pending": 100_000, "metrics_history": 100_000, "metrics_scrapes": 9,
+        "metrics_pending": 50_000, "metrics_history": 50_000, "metrics_scrapes": 9, "sqlite_sweep": 1_000,
         "prune_rows": 200_000, "prune_expired": 100_000, "prune_window": 3.0, "prune_chunk": 1_000,
     },
     "tiny": {
@@ -64,9 +64,9 @@ SIZES: dict[str, dict[str, Any]] = {
 #: The sections of bench/suite.py, in the order they run.
 ALL_SECTIONS = ("sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "prune", "metrics", "peers")
 #: What ``--quick`` runs unless told otherwise (``--only herd,peers`` runs the rest).
-QUICK_SECTIONS = ("sweep", "idle", "scheduling", "workflows", "recurring", "metrics")
+QUICK_SECTIONS = ("sweep", "idle", "scheduling", "metrics")
 #: And of those, what it runs on SQLite too (the rest is on PostgreSQL only, to stay under a minute).
-QUICK_SQLITE_SECTIONS = ("sweep", "idle", "scheduling")
+QUICK_SQLITE_SECTIONS = ("sweep", "idle")
 
 
 @dataclass(frozen=True)
@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_const", dest="mode", const="quick", help="small sizes, under a minute")
     mode.add_argument("--tiny", action="store_const", dest="mode", const="tiny", help="a smoke run of every figure")
-    parser.add_argument("--runs", type=int, default=None, help="runs per figure (default: 5 full, 3 quick)")
+    parser.add_argument("--runs", type=int, default=None, help="runs per figure (default: 5 full, 2 quick)")
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL),
                         help="the scratch PostgreSQL database to create and drop (default: %(default)s)")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
@@ -445,14 +445,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== SQLite: scratch file, {mode_name} sizes", file=sys.stderr, flush=True)
         tmp = tempfile.mkdtemp(prefix="prescient-bench-")
         try:
-            sqlite_sizes = dict(sizes, pending=sizes["sqlite_pending"])
+            sqlite_sizes = dict(sizes, pending=sizes["sqlite_pending"], sweep=sizes.get("sqlite_sweep", sizes["sweep"]))
             results["sqlite"] = run_suite({"BENCH_SQLITE": str(Path(tmp) / "bench.sqlite3")}, sqlite_sizes,
                                           sqlite_only or args.only, None)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     rows = []
     for db, values in results.items():
-        db_sizes = sizes if db == "postgresql" else dict(sizes, pending=sizes["sqlite_pending"])
+        db_sizes = sizes if db == "postgresql" else dict(
+            sizes, pending=sizes["sqlite_pending"], sweep=sizes.get("sqlite_sweep", sizes["sweep"]))
         derive(values, db_sizes)
         rows += summarise(db, values, db_sizes)
     info = machine(scratch(pg_url)[2] if pg_url else None)

@@ -1,7 +1,7 @@
 """The docs, checked against the code they describe: every setting of ``prescient/conf.py`` in
 the settings reference with its default, every management command and option in the command
 reference, every relative link to a file (and heading) that exists, one statement of the Python
-versions, and the README's performance tables equal to docs/performance.md's."""
+versions, and the performance tables rendered from one bench run."""
 
 from __future__ import annotations
 
@@ -224,13 +224,17 @@ def test_python_versions__readme_classifiers_requires_python_and_makefile_agree(
 # --- performance tables --------------------------------------------------------------------------
 
 
-def tables_starting(text: str, first_cell: str) -> list[str]:
-    return re.findall(rf"^\| {first_cell} \|.*\n(?:\|.*\n)+", text, re.M)
+def test_performance__the_tables_are_one_full_run_rendered_by_bench_report():
+    """README.md's targets and docs/performance.md's figures are what ``python -m bench.report``
+    makes of docs/bench-results.json, one full ``make bench`` run: no figure edited by hand, and
+    the README and the docs show the same run."""
+    import json
 
+    from bench import report
 
-@pytest.mark.parametrize("database", ["PostgreSQL", "SQLite"])
-def test_performance__the_readmes_table_is_the_one_in_docs_performance(database):
-    readme = tables_starting(README.read_text(encoding="utf-8"), database)
-    full = tables_starting((DOCS / "performance.md").read_text(encoding="utf-8"), database)
-    assert len(readme) == 1, f"the README has one {database} table"
-    assert readme[0] in full
+    results = json.loads(report.RESULTS.read_text(encoding="utf-8"))
+    assert results["mode"] == "full"
+    assert report.between(README.read_text(encoding="utf-8"), report.SUMMARY) == report.summary_table(results)
+    assert report.between((DOCS / "performance.md").read_text(encoding="utf-8"), report.FULL) == (
+        report.full_tables(results)
+    )
