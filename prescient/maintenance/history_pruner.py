@@ -120,6 +120,8 @@ class HistoryPruner(Service):
         self.resume: dict[str, datetime] = {}
 
     def is_due(self, survey: Survey) -> bool:
+        if all(days is None for days in retention().values()):
+            return False  # history kept forever: nothing to do, not even a query
         return self.behind or super().is_due(survey)
 
     def run_once(self, now: datetime) -> int:

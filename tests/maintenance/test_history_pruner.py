@@ -222,3 +222,12 @@ def test_a_tick_from_cron__prunes_in_its_one_pass(transactional_db, t0):
         cwd=ROOT, env=env, check=True, timeout=120,
     )
     assert left() == [("completed", "kept")]
+
+
+def test_is_due__never_when_all_history_is_kept(settings):
+    """With every outcome kept forever the duty is never due: an idle tick stays one query."""
+    settings.PRESCIENT = {"HISTORY_RETENTION_DAYS": None}
+    service = HistoryPruner()
+    assert not service.is_due(IDLE)
+    settings.PRESCIENT = {"HISTORY_RETENTION_DAYS": {"failed": 30}}
+    assert service.is_due(IDLE)
