@@ -69,6 +69,21 @@ QUICK_SECTIONS = ("sweep", "idle", "scheduling", "metrics")
 QUICK_SQLITE_SECTIONS = ("sweep", "idle")
 
 
+def section(key: str) -> str:
+    """The section of bench/suite.py that measures the figure ``key`` (or what it derives from)."""
+    head = key.split(".")[0]
+    if key in ("raw.sweep", "raw.sweep2", "raw.per_job") or key.startswith(("raw.time.", "raw.notify.")) \
+            or head in ("sweep", "replay", "latency", "memory"):
+        return "sweep"
+    if key == "raw.claim_idle" or head in ("idle", "scaling"):
+        return "idle"
+    if key.startswith("raw.insert") or key == "raw.executemany" or head == "schedule":
+        return "scheduling"
+    if head == "workflow":
+        return "workflows"
+    return head  # herd, churn, recurring, prune, metrics, peers: their keys start with their name
+
+
 @dataclass(frozen=True)
 class Spec:
     """One printed figure: what it is, its baseline and its target."""
@@ -299,6 +314,7 @@ def machine(pg_url: str | None) -> dict[str, Any]:
             with psycopg.connect(pg_url.replace("postgres://", "postgresql://", 1)) as conn:
                 info["postgresql"] = conn.execute("SHOW server_version").fetchone()[0]  # type: ignore[index]
                 info["synchronous_commit"] = conn.execute("SHOW synchronous_commit").fetchone()[0]  # type: ignore[index]
+                info["autovacuum"] = conn.execute("SHOW autovacuum").fetchone()[0]  # type: ignore[index]
                 info["psycopg"] = psycopg.__version__
         except Exception as exc:  # the table says so; the figures need no more
             info["postgresql"] = f"unknown ({exc})"
@@ -463,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{elapsed:.0f} s")
     print(f"machine: {info.get('cpu', '?')}, {info['cpus']} CPUs, {info.get('memory_gb', '?')} GB, {info['os']}; "
           f"Python {info['python']}, Django {info['django']}, PostgreSQL {info.get('postgresql', '-')}, "
-          f"SQLite {info['sqlite']}")
+          f"SQLite {info['sqlite']}" + (f"; autovacuum {info['autovacuum']}" if "autovacuum" in info else ""))
     for db in results:
         print(f"\n{'PostgreSQL' if db == 'postgresql' else 'SQLite'}")
         print(table([r for r in rows if r["db"] == db]))

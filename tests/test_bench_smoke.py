@@ -1,36 +1,52 @@
-"""A smoke run of the benchmarks (``python -m bench --tiny``): every figure comes out.
+"""Smoke runs of the benchmarks: ``make bench-quick`` itself, and ``--tiny`` for the rest.
 
-The bench is not part of the test command otherwise, and nothing here looks at how fast
-anything was: only that each figure was measured. On PostgreSQL it runs against a scratch
-database named after the test database (created and dropped by the bench), and on SQLite too;
-on SQLite alone, the SQLite figures only.
+The test command runs ``make bench-quick``'s command (``python -m bench --quick``, PostgreSQL
+and SQLite) in the PostgreSQL stage, and ``python -m bench --tiny`` over the sections quick
+leaves out (herd, churn, workflows, recurring, prune, peers), so every figure of ``make bench``
+is measured once per test run. Nothing here looks at how fast anything was: only that each
+figure was measured, with its baseline and target where it has them. On PostgreSQL the bench
+runs against a scratch database named after the test database (created and dropped by the
+bench); on SQLite alone, the SQLite figures only (tiny sizes, every section).
 """
 
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 from django.conf import settings
 
-from bench.run import SIZES, specs
+from bench.run import ALL_SECTIONS, QUICK_SECTIONS, QUICK_SQLITE_SECTIONS, SIZES, section, specs
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.slow]
 
+#: What ``--quick`` leaves out: the tiny run covers these, so that every figure comes out.
+NOT_QUICK = tuple(s for s in ALL_SECTIONS if s not in QUICK_SECTIONS)
 
-def run_bench(tmp_path, *args: str) -> dict:
-    out = tmp_path / "results.json"
+
+def run_bench(tmp_path, mode: str, *args: str) -> dict:
+    out = tmp_path / f"results-{mode}.json"
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL")}
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--tiny", "--json", str(out), *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+        [sys.executable, "-m", "bench", f"--{mode}", "--json", str(out), *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "prescient bench, tiny sizes" in proc.stdout
+    assert f"prescient bench, {mode} sizes" in proc.stdout
     return json.loads(out.read_text())
+
+
+def scratch_url() -> str:
+    """A scratch database beside the test database (the bench creates and drops it)."""
+    db = settings.DATABASES["default"]
+    return "postgres://{user}@{host}:{port}/{name}_bench_smoke".format(
+        user=db.get("USER") or "postgres", host=db.get("HOST") or "127.0.0.1", port=db.get("PORT") or 5432,
+        name=db["NAME"].removeprefix("test_"),
+    )
 
 
 def peers_installed() -> bool:
@@ -43,37 +59,45 @@ def peers_installed() -> bool:
     return True
 
 
-def expected(db: str) -> set[str]:
-    keys = {s.key for s in specs(SIZES["tiny"]) if db == "postgresql" or not s.postgres_only}
+def expected(mode: str, db: str, sections: tuple[str, ...]) -> set[str]:
+    keys = {s.key for s in specs(SIZES[mode])
+            if section(s.key) in sections and (db == "postgresql" or not s.postgres_only)}
     return keys if peers_installed() else {k for k in keys if not k.startswith("peers.")}
 
 
-def assert_every_figure(results: dict, db: str) -> None:
+def assert_every_figure(results: dict, db: str, sections: tuple[str, ...]) -> None:
     figures = {row["key"]: row for row in results["figures"] if row["db"] == db}
-    assert set(figures) == expected(db)
+    assert set(figures) == expected(results["mode"], db, sections)
     for key, row in figures.items():
         assert all(math.isfinite(v) for v in row["runs"]), key
         assert row["median"] >= 0, key
-        if row["baseline"]:
+        if row["baseline"] and section(row["baseline"]) in sections:  # a baseline measured in this run
             assert row["ratio"] is not None, key
         if row["target"] and db == "postgresql":
             assert row["met"] in (True, False), key
 
 
 def test_bench_tiny__sqlite_gives_every_sqlite_figure(tmp_path):
-    results = run_bench(tmp_path, "--no-postgres")
-    assert_every_figure(results, "sqlite")
+    results = run_bench(tmp_path, "tiny", "--no-postgres")
+    assert_every_figure(results, "sqlite", ALL_SECTIONS)
     assert results["machine"]["cpus"] and results["mode"] == "tiny"
 
 
+def test_make_bench_quick_runs_the_command_this_smoke_test_runs():
+    """The smoke test below runs what ``make bench-quick`` runs, not a look-alike."""
+    recipe = re.search(r"^bench-quick:.*\n\t(.+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert recipe and recipe.group(1).strip() == "$(VENV)/bin/python -m bench --quick"
+
+
 @pytest.mark.postgres
-def test_bench_tiny__postgresql_gives_every_figure(tmp_path):
-    db = settings.DATABASES["default"]
-    url = "postgres://{user}@{host}:{port}/{name}_bench_smoke".format(
-        user=db.get("USER") or "postgres", host=db.get("HOST") or "127.0.0.1", port=db.get("PORT") or 5432,
-        name=db["NAME"].removeprefix("test_"),
-    )
-    results = run_bench(tmp_path, "--database-url", url)
-    assert_every_figure(results, "postgresql")
-    assert_every_figure(results, "sqlite")
+def test_bench_quick__gives_every_quick_figure_on_both_databases(tmp_path):
+    results = run_bench(tmp_path, "quick", "--database-url", scratch_url())
+    assert_every_figure(results, "postgresql", QUICK_SECTIONS)
+    assert_every_figure(results, "sqlite", QUICK_SQLITE_SECTIONS)
     assert results["machine"]["postgresql"]
+
+
+@pytest.mark.postgres
+def test_bench_tiny__postgresql_gives_every_figure_quick_leaves_out(tmp_path):
+    results = run_bench(tmp_path, "tiny", "--database-url", scratch_url(), "--no-sqlite", "--only", ",".join(NOT_QUICK))
+    assert_every_figure(results, "postgresql", NOT_QUICK)
