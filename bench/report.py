@@ -31,7 +31,9 @@ def machine_line(results: dict[str, Any]) -> str:
         f"One run of `make bench` ({results['mode']} sizes, {results['sizes']['runs']} runs per figure, "
         f"{results['seconds'] / 60:.0f} minutes) on {info.get('cpu', '?')}, {info['cpus']} CPUs, "
         f"{info.get('memory_gb', '?')} GB, {info['os']}; Python {info['python']}, Django {info['django']}, "
-        f"PostgreSQL {info.get('postgresql', '-')}, SQLite {info['sqlite']}:"
+        f"PostgreSQL {info.get('postgresql', '-')}"
+        + (f" (autovacuum {info['autovacuum']})" if "autovacuum" in info else "")
+        + f", SQLite {info['sqlite']}:"
     )
 
 
