@@ -1,13 +1,17 @@
 """Bad settings are reported by Django's system check framework, naming what was expected."""
 
 import pytest
+from django.db import connection
 
 from prescient.system_checks import (
     api_docs_warnings,
+    autovacuum_warnings,
     check_api_docs,
+    check_autovacuum,
     check_registry,
     check_settings,
     check_sqlite,
+    server_autovacuum,
     sqlite_warnings,
 )
 
@@ -136,3 +140,31 @@ def test_history_retention_days__names_the_known_outcomes(settings):
     settings.PRESCIENT = {"HISTORY_RETENTION_DAYS": {"complete": 14}}
     (error,) = check_settings()
     assert "'complete'" in error.msg and "'completed'" in error.hint and "'*'" in error.hint
+
+
+@pytest.mark.parametrize("setting", ["off", "OFF"])
+def test_postgresql_with_autovacuum_off__warns_with_the_fix(setting):
+    (warning,) = autovacuum_warnings(setting)
+    assert warning.id == "prescient.W012"
+    assert f"autovacuum = {setting}" in warning.msg and "prescient's live table" in warning.msg
+    assert "ALTER SYSTEM SET autovacuum = on" in warning.hint and "VACUUM" in warning.hint
+
+
+@pytest.mark.parametrize("setting", ["on", None])
+def test_autovacuum_on_or_another_database__is_clean(setting):
+    assert autovacuum_warnings(setting) == []
+
+
+@pytest.mark.django_db
+def test_autovacuum_check__reads_the_server_only_when_asked_for_the_database():
+    assert check_autovacuum(databases=None) == []
+    assert check_autovacuum(databases=["other"]) == []
+    found = check_autovacuum(databases=["default"])
+    if connection.vendor != "postgresql":
+        assert server_autovacuum(connection) is None and found == []
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setting FROM pg_settings WHERE name = 'autovacuum'")
+        setting = cursor.fetchone()[0]
+    assert server_autovacuum(connection) == setting
+    assert [w.id for w in found] == ([] if setting == "on" else ["prescient.W012"])
