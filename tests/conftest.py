@@ -13,6 +13,7 @@ from django.db import connection
 
 from prescient import checks as registry
 from prescient.clock import db_now
+from prescient.maintenance import Service, registered_services
 from prescient.models import FutureJob
 from prescient.states import State
 from tests.testapp.models import Thing
@@ -34,6 +35,15 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def upkeep_as_at_a_process_start() -> None:
+    """Each test sees the upkeep duties as a fresh process does: their intervals count from the
+    process's start, and one that ran out during the run (Declarations: every 5 minutes) would
+    otherwise add its queries to whichever test came next (an idle tick is one query)."""
+    for service in registered_services():
+        Service.__init__(service)
 
 
 @pytest.fixture
