@@ -16,6 +16,7 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
 from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from prescient import queries
@@ -153,6 +154,15 @@ def test_dashboard__with_no_jobs_draws_empty_charts(admin_client, now):
     assert "No scheduled job is due in the next 24 hours." in content
     assert "None: nothing is late." in content
     assert "No worker is alive." in content
+
+
+def test_dashboard__breadcrumbs_lead_home_and_to_the_app_not_to_a_model_list(admin_client):
+    content = admin_client.get(DASHBOARD).content.decode()
+    crumbs = re.search(r'<(ol|div) class="breadcrumbs">(.*?)</\1>', content, re.DOTALL)
+    assert crumbs, content
+    links = re.findall(r'href="([^"]+)"', crumbs.group(2))
+    assert links == [reverse("admin:index"), reverse("admin:app_list", args=["prescient"])]
+    assert "Dashboard" in crumbs.group(2)
 
 
 @pytest.mark.parametrize(

@@ -74,31 +74,29 @@ def exclusive(name: str, *, hold_transaction: bool = True) -> Iterator[bool]:
     """
     if hold_transaction:
         with transaction.atomic():
-            if connection.vendor != "postgresql":
-                yield True
-                return
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", _lock_key(name))
-                row = cursor.fetchone()
-            yield bool(row and row[0])
+            yield connection.vendor != "postgresql" or _advisory("pg_try_advisory_xact_lock", name)
         return
     if connection.vendor != "postgresql":
         yield True
         return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", _lock_key(name))
-        row = cursor.fetchone()
-    mine = bool(row and row[0])
+    mine = _advisory("pg_try_advisory_lock", name)
     try:
         yield mine
     finally:
         if mine:
             try:
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT pg_advisory_unlock(%s, %s)", _lock_key(name))
+                _advisory("pg_advisory_unlock", name)
             except Exception:  # a broken connection: closing it releases the lock anyway
                 logger.warning("could not release the advisory lock %r", name, exc_info=True)
                 connection.close()
+
+
+def _advisory(function: str, name: str) -> bool:
+    """Call one of PostgreSQL's advisory lock functions on the lock ``name``; its answer."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {function}(%s, %s)", _lock_key(name))
+        row = cursor.fetchone()
+    return bool(row and row[0])
 
 
 def save(job: FutureJob, fields: Sequence[str] | None = None) -> None:
