@@ -236,15 +236,15 @@ def derive(values: dict[str, list[float]], sizes: dict[str, Any]) -> None:
         both = values.get(f"peers.drain{p}.dtdb"), values.get(f"peers.drain{p}.dtdb_kept")
         if both[0] and both[1]:
             values[f"peers.drain{p}.dtdb_best"] = [max(a, b) for a, b in zip(*both, strict=False)]
+    per_job = [statistics.median(values[f"scaling.per_job.{d}"])
+               for d in sizes["due"] if f"scaling.per_job.{d}" in values]
+    if per_job:  # the idle section's own figures: with or without the sweep's
+        values["scaling.spread"] = [max(per_job) / min(per_job)]
     if "raw.sweep" not in values:
         return
     values["raw.per_job"] = [1e6 / v for v in values["raw.sweep"]]
     for due in sizes["due"]:
         values[f"raw.time.{due}"] = [due / v for v in values["raw.sweep"]]
-    per_job = [statistics.median(values[f"scaling.per_job.{d}"])
-               for d in sizes["due"] if f"scaling.per_job.{d}" in values]
-    if per_job:
-        values["scaling.spread"] = [max(per_job) / min(per_job)]
 
 
 # --- scratch databases -----------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Smoke runs of the benchmarks: ``make bench-quick`` itself, and ``--tiny`` for the rest.
 
 The test command runs ``make bench-quick``'s command (``python -m bench --quick``, PostgreSQL
-and SQLite) in the PostgreSQL stage, and ``python -m bench --tiny`` over the sections quick
+and SQLite) among the slow PostgreSQL tests, and ``python -m bench --tiny`` over the sections quick
 leaves out (herd, churn, workflows, recurring, prune, peers), so every figure of ``make bench``
 is measured once per test run. Nothing here looks at how fast anything was: only that each
 figure was measured, with its baseline and target where it has them. On PostgreSQL the bench
@@ -81,6 +81,15 @@ def test_bench_tiny__sqlite_gives_every_sqlite_figure(tmp_path):
     results = run_bench(tmp_path, "tiny", "--no-postgres")
     assert_every_figure(results, "sqlite", ALL_SECTIONS)
     assert results["machine"]["cpus"] and results["mode"] == "tiny"
+
+
+def test_every_figure_and_baseline_belongs_to_a_section():
+    """What the smoke runs expect is chosen by section: a figure of no known section would
+    silently drop out of every run's expected set."""
+    for mode in ("tiny", "quick", "full"):
+        for spec in specs(SIZES[mode]):
+            assert section(spec.key) in ALL_SECTIONS, spec.key
+            assert spec.baseline is None or section(spec.baseline) in ALL_SECTIONS, spec.baseline
 
 
 def test_make_bench_quick_runs_the_command_this_smoke_test_runs():

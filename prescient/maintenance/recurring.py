@@ -8,7 +8,8 @@
   removed then.
 - :class:`OccurrencePruner` deletes occurrence rows older than :data:`KEEP_OCCURRENCES`, once
   an hour in a long-lived process; a tick from cron lives for seconds, so the producer also
-  prunes them in each pass that produces occurrences (one DELETE on their ``produced_at`` index).
+  prunes them in each pass that produces occurrences (a read of the database's clock and one
+  DELETE of at most :data:`PRUNE_PER_PASS` rows on their ``produced_at`` index).
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ from . import Service
 
 #: How long the record of a produced occurrence is kept.
 KEEP_OCCURRENCES = timedelta(days=30)
+#: How many expired records a producing pass deletes at most (it holds the producer's lock).
+PRUNE_PER_PASS = 1_000
 
 
-def prune_expired_occurrences(now: datetime) -> int:
-    """Delete the records of occurrences produced more than :data:`KEEP_OCCURRENCES` ago, judged
-    by the earlier of ``now`` and the database's clock (a replay's future ``now`` prunes nothing
-    recent); returns how many."""
-    return writer.prune_occurrences(min(now, db_now()) - KEEP_OCCURRENCES)
+def prune_expired_occurrences(now: datetime, limit: int | None = None) -> int:
+    """Delete the records of occurrences produced more than :data:`KEEP_OCCURRENCES` ago (at
+    most ``limit``), judged by the earlier of ``now`` and the database's clock (a replay's
+    future ``now`` prunes nothing recent); returns how many."""
+    return writer.prune_occurrences(min(now, db_now()) - KEEP_OCCURRENCES, limit)
 
 
 class Producer(Service):
@@ -43,7 +46,7 @@ class Producer(Service):
 
     def run_once(self, now: datetime) -> int:
         produced = recurring.produce(now).total
-        prune_expired_occurrences(now)
+        prune_expired_occurrences(now, PRUNE_PER_PASS)
         return produced
 
 

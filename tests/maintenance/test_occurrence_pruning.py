@@ -61,3 +61,22 @@ def test_a_replay_with_a_future_now__cannot_prune_recent_records():
     yesterday = record(schedule, db_now() - timedelta(days=1))
     assert OccurrencePruner().run_once(db_now() + KEEP_OCCURRENCES * 3) == 0
     assert Occurrence.objects.filter(pk=yesterday.pk).exists()
+
+
+def test_a_replayed_tick_with_a_future_now__prunes_no_recent_record():
+    schedule = hourly_schedule()
+    yesterday = record(schedule, db_now() - timedelta(days=1))
+    prescient.tick(db_now() + KEEP_OCCURRENCES * 3)  # the schedule is due: a producing pass
+    assert Occurrence.objects.filter(outcome="ran").count() == 2
+    assert Occurrence.objects.filter(pk=yesterday.pk).exists()
+
+
+def test_a_producing_pass__deletes_at_most_its_share_oldest_first(monkeypatch):
+    from prescient.maintenance import recurring as duty
+
+    monkeypatch.setattr(duty, "PRUNE_PER_PASS", 2)
+    schedule = hourly_schedule()
+    old = [record(schedule, T - KEEP_OCCURRENCES - timedelta(days=n)) for n in (3, 2, 1)]
+    prescient.tick(T + timedelta(hours=1))
+    left = set(Occurrence.objects.values_list("pk", flat=True))
+    assert old[0].pk not in left and old[1].pk not in left and old[2].pk in left

@@ -83,9 +83,13 @@ def set_paused(name: str, paused_at: datetime | None, next_at: datetime | None =
     return rows.update(**changes)
 
 
-def prune_occurrences(before: datetime) -> int:
-    """Delete occurrence rows produced before ``before``; returns how many."""
-    return Occurrence.objects.filter(produced_at__lt=before).delete()[0]
+def prune_occurrences(before: datetime, limit: int | None = None) -> int:
+    """Delete occurrence rows produced before ``before`` (at most ``limit``, oldest first);
+    returns how many."""
+    expired = Occurrence.objects.filter(produced_at__lt=before)
+    if limit is not None:
+        expired = Occurrence.objects.filter(pk__in=expired.order_by("produced_at").values("pk")[:limit])
+    return expired.delete()[0]
 
 
 # --- producing occurrences ---------------------------------------------------------------------
