@@ -3,8 +3,8 @@
 #   make demo    set up .venv (newest Python, Django 6; the demo's packages only) and run the demo on
 #                SQLite: the admin, a prescient_worker, an order a minute (PORT=8001 serves elsewhere)
 #   make test    the whole suite: SQLite and PostgreSQL, on Django 6 and on Django 5.2 LTS
-#   make bench   benchmarks on PostgreSQL and SQLite, against raw SQL and peers (about an hour on 2 CPUs)
-#   make bench-quick   the same with small sizes, without the herd, churn and peers sections (under a minute)
+#   make bench   benchmarks on PostgreSQL and SQLite, against raw SQL and peers (40 to 60 minutes on 2 CPUs)
+#   make bench-quick   small sizes, sweep, idle, scheduling and metrics only (under a minute; make test runs it)
 #
 # The browser tests (tests/admin/test_browser.py) use the `browser` extra (Playwright's client) and
 # Debian's chromium: `make test` installs chromium when it is missing and this is root.
