@@ -8,7 +8,9 @@ each task unless Django's ``CONN_MAX_AGE`` is None, so it is measured both ways.
 optional ``bench`` extra (``pip install -e '.[bench]'``; ``make bench`` installs it) and
 Django 6; without them the section says so and is skipped.
 
-Figures (tasks per second, or seconds): ``enqueue()`` one by one; draining N due tasks with one
+Figures (tasks per second, or seconds): ``enqueue()`` one by one; a worker's start-up (launched
+with one task due, to that task done: an upper bound of the time to its first claim); draining N
+due tasks with one
 and with two worker processes; an idle worker's poll with M future tasks in the table; and
 draining 300 due tasks that sit behind those M.
 """
@@ -168,6 +170,19 @@ def _polls(S: ModuleType, reps: int) -> tuple[float, float]:
     return statistics.median(samples["ours"]), statistics.median(samples["theirs"])
 
 
+def start_up(S: ModuleType, backend: str) -> float:
+    """Seconds from launching a worker (the command's defaults) with one task due to that task
+    done: an upper bound of its start-up before its first claim."""
+    _clear(S)
+    _enqueue(backend, 1)
+    launched = time.perf_counter()
+    worker = S.WorkerRun(None) if backend == "prescient" else DbWorker(S, "0")
+    try:
+        return _wait_done(S, backend, 1, timeout=120) - launched
+    finally:
+        worker.stop()
+
+
 def measure(res: Any, sizes: dict[str, Any], S: ModuleType) -> None:
     if not S.pg():
         return
@@ -182,6 +197,12 @@ def measure(res: Any, sizes: dict[str, Any], S: ModuleType) -> None:
             res.add(f"peers.enqueue.{backend}", one / seconds)
     S.log(f"peers: enqueue() one by one: prescient {statistics.median(res.values['peers.enqueue.prescient']):,.0f}/s, "
           f"django-tasks-db {statistics.median(res.values['peers.enqueue.dtdb']):,.0f}/s")
+    for _run in range(sizes["runs"]):
+        for backend in ("prescient", "dtdb"):
+            res.add(f"peers.startup.{backend}", start_up(S, backend))
+    S.log(f"peers: worker start-up to its first task done: prescient "
+          f"{statistics.median(res.values['peers.startup.prescient']):.2f} s, django-tasks-db "
+          f"{statistics.median(res.values['peers.startup.dtdb']):.2f} s")
     for processes in (1, 2):
         for _run in range(runs):
             res.add(f"peers.drain{processes}.prescient", drain(S, "prescient", processes, count))

@@ -209,6 +209,10 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("peers.enqueue.dtdb", "django-tasks-db: enqueue() one by one", "/s", postgres_only=True),
         Spec("peers.enqueue.prescient", "prescient: enqueue() one by one", "/s", "peers.enqueue.dtdb",
              (">=", 2.0, "ratio"), postgres_only=True),
+        Spec("peers.startup.dtdb", "django-tasks-db: db_worker launched, one task due, to that task done", "s",
+             postgres_only=True),
+        Spec("peers.startup.prescient", "prescient: prescient_worker launched (default concurrency), one task due, "
+             "to that task done", "s", "peers.startup.dtdb", ("<=", 0.5, "value"), postgres_only=True),
     ]
     for p in (1, 2):
         out += [
