@@ -26,7 +26,7 @@ class FutureJobQuerySet(models.QuerySet["FutureJob"]):
         return self.filter(state=State.SCHEDULED, next_check_at__lte=now)
 
     def in_flight(self) -> FutureJobQuerySet:
-        """Jobs whose run is under way (running, or paused while running)."""
+        """Jobs held by a claim: reserved, running, or paused while running."""
         return self.exclude(reserved_by="")
 
     def for_entity(self, instance: models.Model) -> FutureJobQuerySet:
@@ -104,6 +104,11 @@ class FutureJob(models.Model):
         indexes = [
             models.Index(
                 fields=["next_check_at", "id"], name="prescient_job_due", condition=Q(state=State.SCHEDULED)
+            ),
+            # The claim's order: highest priority first, then oldest (see engine/store/claims.py).
+            models.Index(
+                fields=["-priority", "next_check_at", "id"], name="prescient_job_claim",
+                condition=Q(state=State.SCHEDULED),
             ),
             models.Index(fields=["reserved_at"], name="prescient_job_in_flight", condition=~Q(reserved_by="")),
             models.Index(fields=["workflow", "state"], name="prescient_job_workflow"),

@@ -17,7 +17,8 @@ from .exceptions import InvalidTransition
 
 class State(models.TextChoices):
     SCHEDULED = "scheduled", _("Scheduled")  # waiting for its slot
-    RUNNING = "running", _("Running")  # claimed by a tick or worker
+    RESERVED = "reserved", _("Reserved")  # claimed by a tick or worker; its code has not started
+    RUNNING = "running", _("Running")  # its code has started (or is about to) and will finish
     PAUSED = "paused", _("Paused")  # remembers its last state
     BURIED = "buried", _("Buried")  # its worker vanished; a person decides
     WAITING = "waiting", _("Waiting")  # some job it runs after has not ended yet
@@ -35,6 +36,7 @@ class Outcome(models.TextChoices):
 
 class Event(models.TextChoices):
     CLAIM = "claim", _("claim")  # a tick or worker takes a due job
+    START = "start", _("start")  # the statement that starts its run: its code runs next
     RESCHEDULE = "reschedule", _("reschedule")  # the check asked to be called again
     RETRY = "retry", _("retry")  # a failed run will be retried
     FINISH = "finish", _("finish")  # the run ended the job (any outcome)
@@ -59,13 +61,24 @@ S, E = State, Event
 
 MOVES: dict[tuple[str, str], str] = {
     # (state, event): target; anything absent is refused.
-    (S.SCHEDULED, E.CLAIM): S.RUNNING,
+    (S.SCHEDULED, E.CLAIM): S.RESERVED,
     (S.SCHEDULED, E.PAUSE): S.PAUSED,
     (S.SCHEDULED, E.RELEASE): S.SCHEDULED,  # idempotent: nothing to release
     (S.SCHEDULED, E.RUN_NOW): S.SCHEDULED,
     (S.SCHEDULED, E.SLEEP): S.SCHEDULED,
     (S.SCHEDULED, E.KILL): END,
     (S.SCHEDULED, E.CANCEL): END,
+    # Reserved: claimed, its code not started. Anything a person asks applies at once, and a
+    # claim taken away (paused, slept) is handed back untouched: no check counted, nothing charged.
+    (S.RESERVED, E.START): S.RUNNING,
+    (S.RESERVED, E.HAND_BACK): S.SCHEDULED,
+    (S.RESERVED, E.BURY): S.SCHEDULED,  # a stale claim never started is handed back, not parked
+    (S.RESERVED, E.RECLAIM): S.SCHEDULED,  # likewise: nothing charged
+    (S.RESERVED, E.PAUSE): S.PAUSED,  # handed back at once, remembering ``scheduled``
+    (S.RESERVED, E.RELEASE): S.RESERVED,  # idempotent
+    (S.RESERVED, E.SLEEP): S.SCHEDULED,  # handed back at once, due when asked
+    (S.RESERVED, E.KILL): END,  # at once: its code never runs
+    (S.RESERVED, E.CANCEL): END,
     (S.RUNNING, E.RESCHEDULE): S.SCHEDULED,
     (S.RUNNING, E.RETRY): S.SCHEDULED,
     (S.RUNNING, E.FINISH): END,
@@ -104,7 +117,7 @@ MOVES: dict[tuple[str, str], str] = {
 }
 
 #: Events that only the claimant of a run in flight may send.
-RUN_EVENTS = frozenset({E.RESCHEDULE, E.RETRY, E.FINISH, E.HAND_BACK, E.BURY, E.RECLAIM})
+RUN_EVENTS = frozenset({E.START, E.RESCHEDULE, E.RETRY, E.FINISH, E.HAND_BACK, E.BURY, E.RECLAIM})
 
 
 def target(job: Any, event: str) -> str:
@@ -121,6 +134,11 @@ def target(job: Any, event: str) -> str:
     if to == LAST:
         return job.last_state or S.SCHEDULED
     return to
+
+
+def states_with(event: str) -> list[str]:
+    """The states in which ``event`` is allowed at all."""
+    return [state for (state, ev) in MOVES if ev == event]
 
 
 def states_from(event: str, to: str) -> list[str]:

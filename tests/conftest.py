@@ -87,7 +87,7 @@ def make_job(make_thing: Callable[..., Thing]) -> Callable[..., FutureJob]:
         **fields: Any,
     ) -> FutureJob:
         thing = thing or make_thing()
-        if fields.get("reserved_by") and "run_started_at" not in fields:
+        if fields.get("reserved_by") and "run_started_at" not in fields and state != State.RESERVED:
             fields["run_started_at"] = fields.get("reserved_at")  # a claim whose run has started
         return FutureJob.objects.create(
             entity_name="testapp.thing",

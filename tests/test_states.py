@@ -39,7 +39,7 @@ def refused_message(pk, state, event):
 
 def job_in(make_job, thing, state, event, t0):
     """A job in ``state``; it has a run in flight when the state is running or the event needs one."""
-    in_flight = state == State.RUNNING or event in RUN_EVENTS
+    in_flight = state in (State.RESERVED, State.RUNNING) or event in RUN_EVENTS
     fields = {}
     if in_flight:
         # A stale reservation: of a tick (buried when stale) or, for reclaim, of a worker.
@@ -59,6 +59,8 @@ def apply(event, job, thing, now):
     """Send ``event`` through the code that sends it in production."""
     if event == Event.CLAIM:
         return store.claim(now, 10, "tick:0:claimer")
+    if event == Event.START:
+        return store.start_runs([FutureJob.objects.get(pk=job.pk)], TOKEN)
     if event in (Event.BURY, Event.RECLAIM):
         return rescuer.rescue(now)
     if event == Event.UNBLOCK:
@@ -90,7 +92,7 @@ def apply(event, job, thing, now):
 
 
 #: Events whose production code skips ineligible rows instead of raising (they work on many rows).
-SILENT_WHEN_REFUSED = {Event.CLAIM, Event.BURY, Event.RECLAIM, Event.UNBLOCK}
+SILENT_WHEN_REFUSED = {Event.CLAIM, Event.START, Event.BURY, Event.RECLAIM, Event.UNBLOCK}
 
 #: The outcome each ending event gives.
 ENDING_OUTCOME = {Event.KILL: Outcome.KILLED, Event.CANCEL: Outcome.CANCELLED, Event.FINISH: Outcome.COMPLETED}
@@ -126,7 +128,8 @@ def test_every_state_and_event__lands_where_the_table_says_or_is_refused(make_jo
     apply(event, job, thing, t0)
     after = snapshot(job.pk)
 
-    if before["reserved_by"] and event == Event.SLEEP:
+    deferred = before["reserved_by"] and state != State.RESERVED  # a reserved job's code never started
+    if deferred and event == Event.SLEEP:
         # Deferred like kill: the run in flight returns, its result is discarded, and the job
         # is due when asked (a paused one stays paused).
         assert after["state"] == state and after["sleep_until"] == t0 + timedelta(minutes=60)
@@ -137,10 +140,17 @@ def test_every_state_and_event__lands_where_the_table_says_or_is_refused(make_jo
     if expected != END:
         assert after is not None, "the job left the live table"
         assert after["state"] == expected
-        if event in RUN_EVENTS:
+        if event == Event.START:  # the run started: its claim holds, stamped
+            assert after["reserved_by"] == TOKEN and after["run_started_at"] is not None
+        elif event in RUN_EVENTS:
             assert after["reserved_by"] == "", "the run settled but its reservation is still held"
         if expected == State.PAUSED:
             assert after["last_state"] in (State.SCHEDULED, State.RUNNING)
+        if state == State.RESERVED and event not in (Event.START, Event.RELEASE):  # taken back, untouched
+            assert after["reserved_by"] == "" and after["run_started_at"] is None
+            assert after["check_count"] == before["check_count"] and after["failure_count"] == before["failure_count"]
+            if expected == State.PAUSED:
+                assert after["last_state"] == State.SCHEDULED
         if event in RUN_EVENTS and expected == State.PAUSED:
             assert after["last_state"] == State.SCHEDULED  # rule 3: the run is over
         if expected != State.PAUSED:
@@ -148,7 +158,7 @@ def test_every_state_and_event__lands_where_the_table_says_or_is_refused(make_jo
         assert not JobHistory.objects.exists()
         return
 
-    if before["reserved_by"] and event in (Event.KILL, Event.CANCEL):
+    if deferred and event in (Event.KILL, Event.CANCEL):
         # Deferred: the run in flight returns first, then the job ends and its result is discarded.
         assert after["state"] == state
         assert after["end_requested"] == ENDING_OUTCOME[event]
@@ -203,11 +213,13 @@ def test_claim__takes_only_due_scheduled_jobs(make_job, t0):
     claimed = store.claim(t0, 10, "tick:0:one")
     assert [job.pk for job in claimed] == [due.pk]
     # The lease is stamped by the database's clock, not by ``now`` (a replay cannot fake it).
-    assert claimed[0].state == State.RUNNING and abs(claimed[0].reserved_at - db_now()) < timedelta(minutes=1)
+    assert claimed[0].state == State.RESERVED and abs(claimed[0].reserved_at - db_now()) < timedelta(minutes=1)
 
 
 def test_states_from__lists_the_states_an_event_leads_from():
-    assert set(states.states_from(Event.PAUSE, State.PAUSED)) == {State.SCHEDULED, State.RUNNING, State.PAUSED}
+    assert set(states.states_from(Event.PAUSE, State.PAUSED)) == {
+        State.SCHEDULED, State.RESERVED, State.RUNNING, State.PAUSED
+    }
     assert set(states.states_from(Event.BURY, State.BURIED)) == {State.RUNNING, State.PAUSED}
     assert set(states.states_from(Event.KILL, END)) == set(State)
 

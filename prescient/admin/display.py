@@ -47,6 +47,7 @@ QUIET = "var(--message-debug-bg, #efefef)"
 # Keyed by the choices, looked up by a row's value (a plain str) as well.
 STATE_COLOURS: dict[str, str] = {
     State.SCHEDULED: INFO,
+    State.RESERVED: INFO,
     State.RUNNING: WARNING,
     State.PAUSED: QUIET,
     State.BURIED: ERROR,

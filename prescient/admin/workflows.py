@@ -90,20 +90,21 @@ WORKFLOW_VERBS: dict[str, tuple[Callable[[str], str], Any]] = {
 @admin.register(Workflow)
 class WorkflowAdmin(TitledListMixin, _AdminBase):
     list_display = [
-        "name", "status", "paused_at", "scheduled_jobs", "running_jobs", "paused_jobs", "buried_jobs", "waiting_jobs",
-        "graph",
+        "name", "status", "paused_at", "scheduled_jobs", "reserved_jobs", "running_jobs", "paused_jobs",
+        "buried_jobs", "waiting_jobs", "graph",
     ]
     search_fields = ["name"]
     ordering = ["name"]
     show_full_result_count = False
     actions = ["pause_workflows", "release_workflows"]
     readonly_fields = [
-        "name", "status", "paused_at", "scheduled_jobs", "running_jobs", "paused_jobs", "buried_jobs", "waiting_jobs",
-        "graph",
+        "name", "status", "paused_at", "scheduled_jobs", "reserved_jobs", "running_jobs", "paused_jobs",
+        "buried_jobs", "waiting_jobs", "graph",
     ]
     fields = list(readonly_fields)
 
     scheduled_jobs = _state_column(State.SCHEDULED)
+    reserved_jobs = _state_column(State.RESERVED)
     running_jobs = _state_column(State.RUNNING)
     paused_jobs = _state_column(State.PAUSED)
     buried_jobs = _state_column(State.BURIED)

@@ -71,6 +71,10 @@ def sleep(job: FutureJob | int, at: datetime, *, now: datetime | None = None) ->
         if entry is not None and at > now + entry.horizon:
             raise InvalidTime(f"{at.isoformat()} is beyond the horizon of check {entry.name!r}")
         when = slots.round_up(at, _slot_minutes())
+        if locked.state == State.RESERVED:  # taken back from its claim: its code never runs
+            locked.next_check_at = when
+            store.take_back(locked, states.target(locked, Event.SLEEP))
+            return locked
         if locked.in_flight:
             states.target(locked, Event.SLEEP)
             store.request_sleep(locked, when)
@@ -101,6 +105,9 @@ def _pause_job(job: FutureJob | int) -> int:
     to = states.target(locked, Event.PAUSE)
     if locked.state == to:
         return 0
+    if locked.state == State.RESERVED:  # taken back from its claim: its code never runs
+        store.take_back(locked, to)
+        return 1
     locked.last_state, locked.state = locked.state, to
     store.save(locked, ["state", "last_state"])
     if locked.in_flight:
@@ -131,7 +138,8 @@ def pause(
 ) -> int:
     """Pause a workflow (and every job in it) or one job; returns how many jobs became paused.
 
-    Scheduled jobs stop being claimed; running ones go on and are marked paused. Each job
+    Scheduled jobs stop being claimed; reserved ones (claimed, their code not started) are
+    taken back from their claims; running ones go on and are marked paused. Each job
     remembers its last state for :func:`release`. Idempotent. Pausing one job whose state does
     not allow it (buried) raises InvalidTransition; a workflow's buried jobs are left alone.
     """

@@ -1,6 +1,6 @@
 """The sweep: claim due jobs, prepare them, run each through its kind, settle the outcomes.
 
-*claim* marks a batch of due rows ``running`` in one statement (``FOR UPDATE SKIP LOCKED`` on
+*claim* marks a batch of due rows ``reserved`` in one statement (``FOR UPDATE SKIP LOCKED`` on
 PostgreSQL, so concurrent ticks and workers take disjoint batches); *prepare* asks each kind
 for what its jobs need in bulk (checks: their entities); *run* calls the kind for each job
 under its timeout; *settle* writes the results back in one transaction per batch, through the
@@ -11,7 +11,6 @@ it looks each job's kind up (:mod:`prescient.engine.kind`).
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -188,39 +187,25 @@ def hand_back(job: FutureJob) -> Decision:
     return Decision(job=job, event=Event.HAND_BACK)
 
 
-def run_claimed(job: FutureJob, token: str, now: datetime) -> Decision:
-    """Start the run of a job claimed under ``token`` and run it, with what its kind loads for
-    it just before (a fresh entity). A claim paused, killed or taken away since it was made is
-    not started: it is handed back, and settling applies what was asked."""
-    return next(run_group([job], token, now))
-
-
 def run_group(
     jobs: Sequence[FutureJob], token: str, now: datetime, *, started: bool = False,
     before_run: Callable[[FutureJob], None] | None = None,
 ) -> Iterator[Decision]:
-    """Start a group of jobs claimed under ``token`` (one statement), load what they need (one
-    query per kind), then run them one after the other; yields each one's decision, in order.
+    """Start a group of jobs reserved under ``token`` (one statement makes them ``running``),
+    load what they need (one query per kind), then run them one after the other; yields each
+    one's decision, in order. ``started``: the claim started them already.
 
-    Jobs paused, killed or taken away since their claim are handed back unstarted, and so are
-    those asked to stop (:mod:`prescient.interrupts`) before their turn: a pause that arrives
-    while the group runs stops the jobs of the group that have not started. Their states are
-    read again before a run whenever the last look is older than :data:`LOOK_AGAIN_SECONDS`
-    (on SQLite, which delivers no notifications, before every run). ``started``: the claim
-    started them already (it was handed straight to this runner), so they are only read again,
-    not written. ``before_run(job)`` is called just before each run.
+    A job taken away from the claim before its start (paused, killed, slept or rescued while
+    ``reserved``) is handed back unstarted: its code never runs. A started job runs: it is
+    ``running``, and a pause, kill or sleep that arrives now applies when its run ends
+    (``job.should_stop()`` tells a check that looks). Only a stopping worker
+    (:func:`prescient.interrupts.ask_all`) hands back the started jobs not yet called.
+    ``before_run(job)`` is called just before each run.
     """
-    ok = store.still_startable(jobs, token) if started else store.start_runs(jobs, token)
-    looked = time.monotonic()
-    again = LOOK_AGAIN_SECONDS if connection.vendor == "postgresql" else 0.0
+    ok = {job.pk for job in jobs} if started else store.start_runs(jobs, token)
     contexts = prepare([job for job in jobs if job.pk in ok])
-    for index, job in enumerate(jobs):
-        if job.pk in ok and (interrupts.stopping_all() or interrupts.asked(token, job.pk)):
-            ok.discard(job.pk)
-        elif job.pk in ok and index and time.monotonic() - looked > again:
-            ok &= store.still_startable([other for other in jobs[index:] if other.pk in ok], token)
-            looked = time.monotonic()
-        if job.pk not in ok:
+    for job in jobs:
+        if job.pk not in ok or interrupts.stopping_all():
             yield hand_back(job)
             continue
         if before_run is not None:
@@ -228,16 +213,10 @@ def run_group(
         yield run_one(job, contexts.get(job.pk), now)
 
 
-#: Seconds a look at a started group's states stays fresh on PostgreSQL: a job of the group
-#: whose last look is older is read again just before its run (a pause or kill that arrived
-#: meanwhile hands it back unstarted). Workers also learn of pauses at once, by NOTIFY.
-LOOK_AGAIN_SECONDS = 0.05
-
-
 #: Seconds of work started at once. Runs are started (one statement) and their entities loaded
 #: (one query) in groups, as many jobs as the runs so far say take about this long: a group of
 #: one for slow checks, a whole batch for fast ones. A job of a group waits at most this long
-#: between its start (its lease, its fresh entity, the last look at pause and kill) and its run.
+#: between its start (``running``, its lease, its fresh entity) and its run.
 GROUP_SECONDS = 0.1
 
 

@@ -14,6 +14,7 @@ from prescient.checks import Check
 from prescient.conf import setting
 from prescient.exceptions import InvalidEntity, InvalidTime, JobNotFound
 from prescient.models import FutureJob
+from prescient.states import State
 
 from . import store
 
@@ -86,7 +87,7 @@ def _lock(job: FutureJob | int) -> FutureJob:
 def _end(job: FutureJob, event: str, outcome: str, reason: str, now: datetime) -> str:
     """End a locked job now, or, if its run is in flight, once the run returns."""
     states.target(job, event)
-    if job.in_flight:
+    if job.in_flight and job.state != State.RESERVED:  # a reserved job's code never runs: ended now
         store.request_end(job, outcome, reason)
         logger.info("job id=%s %s requested while its run is in flight", job.pk, outcome)
         return "requested"

@@ -2,7 +2,7 @@
 
 A claim is stale when its lease ran out by the database's clock: its reservation is older than
 ``STALE_AFTER_SECONDS``, or than its job's own timeout plus a margin when that is longer. A
-claim whose run never started is handed back as it was. A worker renews its leases while it
+claim whose run never started (``reserved``) is handed back as it was. A worker renews its leases while it
 lives, so its stale claim means the worker is gone: the job counts a
 failed run and is due again at once (or ends ``failed`` past its retries). Any other stale
 claim (a tick that died) is moved to ``buried`` for a person to decide. A job killed or
@@ -25,7 +25,7 @@ from prescient.engine.kind import get_kind
 from prescient.engine.sweep import WORKER_TOKEN_PREFIX, Survey, definition_of, lease_seconds
 from prescient.exceptions import PrescientError
 from prescient.models import FutureJob
-from prescient.states import Event, Outcome, State
+from prescient.states import Event, Outcome
 
 from . import Service
 
@@ -36,7 +36,7 @@ def stale(cutoff: datetime) -> models.QuerySet[FutureJob]:
     """Claims older than ``cutoff`` in a state the rescuer may move."""
     return (
         FutureJob.objects.in_flight()
-        .filter(reserved_at__lt=cutoff, state__in=states.states_from(Event.BURY, State.BURIED))
+        .filter(reserved_at__lt=cutoff, state__in=states.states_with(Event.BURY))
         .order_by()
     )
 

@@ -1,4 +1,5 @@
-"""The entry point of a worker's child process: forked from a fresh worker (one thread, its
+"""The entry point of a worker's child process, which claims, runs and settles its own parcels
+(:mod:`prescient.runtime.parcels`): forked from a fresh worker (one thread, its
 database connections closed first) or started with ``spawn`` (a fresh interpreter); either way
 no inherited sockets, locks or threads. Kept free of model imports until Django is set up."""
 
@@ -10,6 +11,7 @@ import signal
 import sys
 import threading
 from multiprocessing.connection import Connection
+from typing import Any
 
 
 def _die_with_parent() -> None:
@@ -61,7 +63,12 @@ def _listen_for_commands(control: Connection) -> None:
             interrupts.ask(message[1], message[2])
 
 
-def main(conn: Connection, parent: int, memory_mb: int | None = None, control: Connection | None = None) -> None:
+def main(
+    conn: Connection, parent: int, memory_mb: int | None, control: Connection, shared: Any, prefix: str,
+    batch_size: int, queues: list[str] | None, max_runs: int | None,
+) -> None:
+    """Set Django up, then claim, run and settle parcels (:mod:`prescient.runtime.parcels`)
+    under tokens starting with ``prefix`` until the worker says stop."""
     _die_with_parent()
     if os.getppid() != parent:  # the worker died before prctl took effect
         os._exit(1)
@@ -73,29 +80,14 @@ def main(conn: Connection, parent: int, memory_mb: int | None = None, control: C
     django.setup()
     from django.db import connections
 
-    from prescient import interrupts
-    from prescient.engine import sweep
+    from .parcels import ParcelRunner, RunSlot
 
     _limit_memory(memory_mb)
-    if control is not None:
-        threading.Thread(target=_listen_for_commands, args=(control,), name="prescient-commands", daemon=True).start()
-    conn.send("ready")
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            break
-        if message is None:
-            break
-        drop_broken_connections()
-        jobs, now, started = message
-        # A parcel of jobs of one claim: started together, run one after the other, each
-        # decision sent as soon as it is made (the worker watches each run's timeout).
-        token = jobs[0].reserved_by
-        for decision in sweep.run_group(jobs, token, now, started=started):
-            try:
-                conn.send(decision)
-            except Exception as exc:  # an unpicklable piece of a decision: report it plainly
-                conn.send(sweep.failed_run(decision.job, f"{type(exc).__name__}: {exc}", now, decision.seconds))
-        interrupts.forget(token)
-    connections.close_all()
+    threading.Thread(target=_listen_for_commands, args=(control,), name="prescient-commands", daemon=True).start()
+    conn.send(("ready",))
+    try:
+        ParcelRunner(
+            conn, RunSlot(shared), prefix, batch_size=batch_size, queues=queues, max_runs=max_runs
+        ).run()
+    finally:
+        connections.close_all()

@@ -44,6 +44,17 @@ class Listener:
         conn.execute(f"LISTEN {STOP_CHANNEL}")
         return conn
 
+    def socket(self) -> Any:
+        """What to wait on for a notification (it has a ``fileno()``); None without a connection."""
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = self._connect()
+            return self._conn
+        except Exception as exc:
+            logger.warning("listener connection failed (%s); polling until it is back", exc)
+            self.close()
+            return None
+
     def drain(self) -> set[str] | None:
         """The channels notified since the last look, without waiting (None: no connection,
         so nothing can be known: poll)."""

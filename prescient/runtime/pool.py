@@ -1,16 +1,17 @@
-"""Child processes that run checks for a worker, with hard timeouts.
+"""A worker's child processes, supervised: each claims, runs and settles its own parcels
+(:mod:`prescient.runtime.parcels`); the worker's main process only watches them.
 
-The first children are forked from the fresh worker (one thread, no database connection:
-they start in milliseconds); a replacement is a fresh interpreter (``spawn``: nothing inherited
-from the worker but its settings). It is handed a *parcel*: a few jobs of one claim (as many as run in about
-:data:`~prescient.engine.sweep.GROUP_SECONDS`), starts them together, runs them one at a time
-and sends back each :class:`~prescient.engine.sweep.Decision` as it is made. The check's own
-timeout is enforced inside the child (``SIGALRM``, as in the tick); if the child does not
-answer by ``timeout + HARD_KILL_AFTER`` (a check stuck in C code), or dies (a segfault,
-``os._exit``), the worker kills and replaces it, counts a failed run for the job in flight and
-hands back the rest of its parcel, which never ran. Children die with their worker (``PR_SET_PDEATHSIG`` on Linux, see
+The first children are forked from the fresh worker (one thread, no database connection: they
+start in milliseconds); a replacement is a fresh interpreter (``spawn``: nothing inherited from
+the worker but its settings). Each child shares a :class:`~prescient.runtime.parcels.RunSlot`
+with the worker: which job runs since when. The check's own timeout is enforced inside the
+child (``SIGALRM``, as in the tick); a child that does not return by ``timeout +
+HARD_KILL_AFTER`` (a check stuck in C code) or dies (a segfault, ``os._exit``) is killed and
+replaced, the run in flight is charged a failed run and the rest of its claim is handed back
+(results the child had computed and not yet written are lost with it: those jobs run again).
+Children die with their worker (``PR_SET_PDEATHSIG`` on Linux, see
 :mod:`prescient.runtime.child`), so a killed worker leaves no orphan run going on behind the
-stale-reservation rule.
+stale-claim rule.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import multiprocessing
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -32,6 +35,7 @@ from prescient.engine.decisions import Decision
 from prescient.models import FutureJob
 
 from .child import main as child_main
+from .parcels import RunSlot
 
 logger = logging.getLogger(__name__)
 
@@ -44,41 +48,37 @@ class Child:
     process: Any
     conn: Connection
     #: Commands to the runs of the child (read by a thread of its own): see ``interrupt``.
-    control: Connection | None = None
-    #: The parcel handed to it whose decisions have not come back yet; the first is in flight.
-    jobs: list[FutureJob] = field(default_factory=list)
-    now: datetime | None = None
-    started: float = 0.0
-    deadline: float = 0.0
-    runs: int = 0
+    control: Connection
+    slot: RunSlot
+    #: Every claim of the child has a token starting with this.
+    prefix: str
+    #: It found nothing to claim and waits for ``"go"``.
+    idle: bool = False
+    #: It was told to stop (it exits once its parcel is written).
+    stopped: bool = False
 
-    @property
-    def job(self) -> FutureJob | None:
-        """The job whose run is in flight (None: idle)."""
-        return self.jobs[0] if self.jobs else None
 
-    def begin(self, started: float) -> None:
-        """The run of the first job left began at ``started`` (monotonic): its deadline."""
-        self.started = started
-        if self.jobs:
-            self.deadline = started + sweep.timeout_of(self.jobs[0]) + HARD_KILL_AFTER
+#: ``(token, decisions)``: what the worker writes for a child it killed or lost.
+Charges = list[tuple[str, list[Decision]]]
 
 
 class Pool:
-    """A fixed number of child processes, each running one parcel of checks at a time.
+    """``size`` child processes, each claiming for itself under tokens ``<token>/<n>/<claim>``.
 
     ``memory_mb`` caps each child's address space (a run over it fails with MemoryError and the
-    child goes on); after ``max_runs`` runs a child is replaced by a fresh one.
+    child goes on); after ``max_runs`` runs a child leaves and a fresh one takes its place.
     """
 
-    def __init__(self, size: int, *, memory_mb: int | None = None, max_runs: int | None = None) -> None:
-        self.size = size
+    def __init__(
+        self, size: int, *, token: str, batch_size: int, queues: list[str] | None = None,
+        memory_mb: int | None = None, max_runs: int | None = None,
+    ) -> None:
+        self.size, self.token = size, token
+        self.batch_size, self.queues = batch_size, queues
         self.memory_mb, self.max_runs = memory_mb, max_runs
         self._context = multiprocessing.get_context("spawn")
+        self._serial = 0
         self.children: list[Child] = []
-        # The first children are forked when that is safe (a fresh worker: one thread, no
-        # database connection), so they start in milliseconds with Django already set up; a
-        # replacement, later, is spawned (a fresh interpreter: nothing inherited).
         first = self._fork_context()
         for _ in range(size):
             self.children.append(self._spawn(first))
@@ -95,172 +95,198 @@ class Pool:
 
     def _spawn(self, context: Any = None) -> Child:
         context = context or self._context
+        self._serial += 1
+        prefix = f"{self.token}/{self._serial}"
         ours, theirs = context.Pipe()
         commands_in, commands_out = context.Pipe(duplex=False)  # the child reads, this process writes
+        shared = context.Array("d", 4)
         process = context.Process(
-            target=child_main, args=(theirs, os.getpid(), self.memory_mb, commands_in), name="prescient-child",
-            daemon=True,
+            target=child_main,
+            args=(theirs, os.getpid(), self.memory_mb, commands_in, shared, prefix, self.batch_size, self.queues,
+                  self.max_runs),
+            name="prescient-child", daemon=True,
         )
         process.start()
         theirs.close()
         commands_in.close()
-        return Child(process=process, conn=ours, control=commands_out)
+        return Child(process=process, conn=ours, control=commands_out, slot=RunSlot(shared), prefix=prefix)
 
     @staticmethod
     def _await_ready(child: Child, timeout: float = 60.0) -> None:
-        """Wait until a child has set Django up, so its start-up is not counted as run time."""
+        """Wait until a child has set Django up."""
         if child.conn.poll(timeout):
-            child.conn.recv()
+            try:
+                child.conn.recv()
+            except (EOFError, OSError):
+                pass  # died at start-up: check() replaces it
+
+    # --- watching ----------------------------------------------------------------------------
 
     @property
-    def idle(self) -> list[Child]:
-        return [child for child in self.children if child.job is None]
+    def all_idle(self) -> bool:
+        return all(child.idle for child in self.children)
 
-    @property
-    def busy(self) -> list[Child]:
-        return [child for child in self.children if child.job is not None]
+    def has_idle(self) -> bool:
+        return any(child.idle for child in self.children)
 
-    def room(self, child: Child) -> int | None:
-        """How many more runs ``child`` may take before it is replaced (None: no limit)."""
-        return None if not self.max_runs else max(1, self.max_runs - child.runs)
+    def wait(self, timeout: float, also: Sequence[Any] = ()) -> list[Any]:
+        """Block up to ``timeout`` seconds (less when a run's hard deadline comes first) until a
+        child says something or ends, or one of ``also`` is ready; returns what is ready."""
+        deadline = self._next_deadline()
+        if deadline is not None:
+            timeout = min(timeout, max(0.0, deadline - time.monotonic()))
+        handles = [c.conn for c in self.children] + [c.process.sentinel for c in self.children] + list(also)
+        return list(wait(handles, max(0.0, timeout)))
 
-    def submit(self, child: Child, jobs: list[FutureJob], now: datetime, *, started: bool = False) -> None:
-        """Start and run the claimed ``jobs`` (one claim's) in ``child``, which loads what the
-        runs need; ``started``: the claim started them already."""
-        child.jobs, child.now = list(jobs), now
-        child.begin(time.monotonic())
-        child.runs += len(jobs)
-        child.conn.send((jobs, now, started))
+    def _next_deadline(self) -> float | None:
+        deadlines = []
+        for child in self.children:
+            pk, since, timeout, _ = child.slot.read()
+            if pk:
+                deadlines.append(since + timeout + HARD_KILL_AFTER)
+        return min(deadlines) if deadlines else None
 
-    def collect(self, timeout: float) -> list[Decision]:
-        """Decisions of runs that ended within ``timeout`` seconds (killing overdue children)."""
-        busy = self.busy
-        if not busy:
-            return []
-        now_mono = time.monotonic()
-        wait_for = max(0.0, min(timeout, min(c.deadline for c in busy) - now_mono))
-        ready = wait([c.conn for c in busy] + [c.process.sentinel for c in busy], wait_for)
-        decisions: list[Decision] = []
-        for child in busy:
-            if child.conn in ready:
-                try:
-                    while child.jobs and child.conn.poll():
-                        decision = child.conn.recv()
-                        decisions.append(decision)
-                        if child.jobs[0].pk == decision.job.pk:  # they come back in order
-                            del child.jobs[0]
-                        else:
-                            child.jobs = [job for job in child.jobs if job.pk != decision.job.pk]
-                        child.begin(time.monotonic())
-                    if not child.jobs:
-                        self._free(child)
-                    continue
-                except (EOFError, OSError):
-                    pass  # died mid-run: handled below
-            if child.conn in ready or child.process.sentinel in ready:
-                decisions.extend(self._replace(child, "died"))
-            elif time.monotonic() >= child.deadline:
-                decisions.extend(self._replace(child, "overran"))
-        return decisions
+    def read(self) -> Counter[str]:
+        """What the children said (without waiting): the counts of their parcels; marks the
+        idle ones."""
+        counts: Counter[str] = Counter()
+        for child in self.children:
+            try:
+                while child.conn.poll():
+                    message = child.conn.recv()
+                    if message[0] == "idle":
+                        child.idle = True
+                    elif message[0] == "counts":
+                        counts.update(message[1])
+            except (EOFError, OSError):
+                continue  # it ended: check() deals with it
+        return counts
 
-    def interrupt(self, claims: set[tuple[str, int]]) -> int:
-        """Ask the runs of ``claims`` (``(token, id)``) to stop, in the children that have them
-        (the run in flight, or one of its parcel not started yet); returns how many were told."""
+    def wake(self) -> int:
+        """Tell the idle children to look for work; returns how many were told."""
         told = 0
-        for child in self.busy:
-            mine = [pk for job in child.jobs for token, pk in claims if (job.reserved_by, job.pk) == (token, pk)]
-            if mine:
-                told += len(mine)
-                self._command(child, ("stop", child.jobs[0].reserved_by, mine))
+        for child in self.children:
+            if child.idle and not child.stopped:
+                child.idle = False
+                try:
+                    child.conn.send("go")
+                    told += 1
+                except (BrokenPipeError, OSError):
+                    pass
         return told
 
-    def interrupt_all(self) -> None:
-        """Ask every run in flight to stop, and the rest of each parcel not to start (the worker
-        is stopping)."""
-        for child in self.busy:
-            self._command(child, ("all",))
+    def check(self, clock: Callable[[], datetime]) -> Charges:
+        """Kill the children whose run overran its hard deadline, replace those killed or
+        ended; returns what to write for the claims they held."""
+        charges: Charges = []
+        for child in list(self.children):
+            pk, since, timeout, _ = child.slot.read()
+            if not child.process.is_alive():
+                child.process.join(1)
+                code = child.process.exitcode
+                if code != 0 or pk:
+                    charges.extend(self._charge(child, clock(), f"ChildDied: its process exited with code {code}"))
+                self._replace(child)
+            elif pk and time.monotonic() > since + timeout + HARD_KILL_AFTER:
+                child.process.kill()
+                child.process.join(5)
+                charges.extend(self._charge(
+                    child, clock(), f"CheckTimeout: the check did not return within its timeout of {timeout:g}s; "
+                    "its process was killed",
+                ))
+                self._replace(child)
+        return charges
 
-    @staticmethod
-    def _command(child: Child, message: tuple[Any, ...]) -> None:
-        if child.control is None:
+    def _charge(self, child: Child, now: datetime, error: str, *, charge_run: bool = True) -> Charges:
+        """The claims ``child`` held when it ended: the run in flight fails (``charge_run``) or is
+        handed back; every other job of its claims is handed back."""
+        pk, since, _, _ = child.slot.read()
+        seconds = time.monotonic() - since if pk else 0.0
+        by_token: dict[str, list[Decision]] = {}
+        for job in FutureJob.objects.filter(reserved_by__startswith=f"{child.prefix}/").order_by("pk"):
+            if job.pk == pk and charge_run:
+                logger.error("job id=%s %s (%s)", job.pk, error, job.job_exec)
+                decision = sweep.failed_run(job, error, now, seconds)
+            else:
+                decision = sweep.hand_back(job)
+            by_token.setdefault(job.reserved_by, []).append(decision)
+        child.slot.clear()
+        return list(by_token.items())
+
+    def _replace(self, child: Child) -> None:
+        self._close(child)
+        if child.stopped:
+            self.children.remove(child)
             return
-        try:
-            child.control.send(message)
-        except (BrokenPipeError, OSError):
-            pass  # it died: collect() deals with it
-
-    def _free(self, child: Child) -> None:
-        child.jobs, child.now = [], None
-        if self.max_runs and child.runs >= self.max_runs:
-            self._retire(child)
-
-    def _retire(self, child: Child) -> None:
-        """Replace a child that has done its runs with a fresh one."""
-        try:
-            child.conn.send(None)
-        except (BrokenPipeError, OSError):
-            pass
-        child.process.join(5)
-        if child.process.is_alive():
-            child.process.kill()
-            child.process.join(5)
-        child.conn.close()
-        self._close_control(child)
         fresh = self._spawn()
         self.children[self.children.index(child)] = fresh
         self._await_ready(fresh)
 
-    def _replace(self, child: Child, why: str) -> list[Decision]:
-        """Kill and replace ``child``: a failed run for the job in flight; the rest of its
-        parcel never ran and is handed back."""
-        job, now = child.job, child.now
-        assert job is not None and now is not None
-        seconds = time.monotonic() - child.started
-        if child.process.is_alive():
-            child.process.kill()
-        child.process.join(5)
-        code = child.process.exitcode
-        if why == "overran":
-            error = f"CheckTimeout: {job.job_exec} did not return within its timeout; its process was killed"
-        else:
-            error = f"ChildDied: the process running {job.job_exec} exited with code {code}"
-        logger.error("job id=%s %s", job.pk, error)
-        child.conn.close()
-        self._close_control(child)
-        rest = child.jobs[1:]
-        index = self.children.index(child)
-        self.children[index] = fresh = self._spawn()
-        self._await_ready(fresh)
-        return [sweep.failed_run(job, error, now, seconds), *(sweep.hand_back(other) for other in rest)]
+    @staticmethod
+    def _close(child: Child) -> None:
+        for end in (child.conn, child.control):
+            try:
+                end.close()
+            except OSError:
+                pass
+
+    # --- commands ----------------------------------------------------------------------------
+
+    def interrupt(self, claims: set[tuple[str, int]]) -> int:
+        """Ask the runs of ``claims`` (``(token, id)``) to stop, in the children that hold
+        them; returns how many were told."""
+        told = 0
+        for child in self.children:
+            mine = [(token, pk) for token, pk in claims if token.startswith(f"{child.prefix}/")]
+            for token in {token for token, _ in mine}:
+                self._command(child, ("stop", token, [pk for t, pk in mine if t == token]))
+            told += len(mine)
+        return told
 
     @staticmethod
-    def _close_control(child: Child) -> None:
-        if child.control is not None:
-            child.control.close()
+    def _command(child: Child, message: tuple[Any, ...]) -> None:
+        try:
+            child.control.send(message)
+        except (BrokenPipeError, OSError):
+            pass  # it died: check() deals with it
 
-    def abandon(self) -> list[FutureJob]:
-        """Kill every child; return the jobs they were running (to be handed back)."""
-        jobs = [job for child in self.children for job in child.jobs]
-        for child in self.children:
-            if child.process.is_alive():
-                child.process.kill()
-            child.process.join(5)
-            child.conn.close()
-            self._close_control(child)
-        self.children = []
-        return jobs
+    # --- stopping ----------------------------------------------------------------------------
 
-    def close(self) -> None:
+    def stop(self, grace_seconds: float, now: datetime, on_counts: Any) -> Charges:
+        """Ask every child to stop: runs in flight are asked to stop (``job.should_stop()``),
+        nothing more starts, each writes what it has and leaves. A child still running after
+        ``grace_seconds`` is killed and its claims are handed back. Returns what to write."""
         for child in self.children:
+            child.stopped = True
+            self._command(child, ("all",))
             try:
-                child.conn.send(None)
+                child.conn.send(None)  # read when it is (or next becomes) idle
             except (BrokenPipeError, OSError):
                 pass
-        for child in self.children:
+        until = time.monotonic() + grace_seconds
+        while any(child.process.is_alive() for child in self.children) and time.monotonic() < until:
+            self.wait(min(0.5, max(0.0, until - time.monotonic())))
+            on_counts(self.read())
+        on_counts(self.read())
+        charges: Charges = []
+        for child in list(self.children):
+            lingering = child.process.is_alive()
+            if lingering:
+                child.process.kill()
             child.process.join(5)
+            if lingering or child.process.exitcode != 0:
+                charges.extend(self._charge(child, now, "", charge_run=False))
+                if lingering:
+                    logger.warning("a child did not finish within the grace period; its claims are handed back")
+            self._close(child)
+        self.children = []
+        return charges
+
+    def abandon(self) -> None:
+        """Kill every child at once (nothing written: the stale-claim rule takes over)."""
+        for child in self.children:
             if child.process.is_alive():
                 child.process.kill()
-                child.process.join(5)
-            child.conn.close()
-            self._close_control(child)
+            child.process.join(5)
+            self._close(child)
         self.children = []

@@ -1,30 +1,33 @@
-"""The long-running worker: sweeps at every slot boundary (or when woken), many at once.
+"""The long-running worker: ``concurrency`` child processes that each claim, run and settle due
+jobs for themselves (:mod:`prescient.runtime.parcels`), and a main process that supervises them.
 
-One worker process claims due jobs (``FOR UPDATE SKIP LOCKED``), never more than it has idle
-children for (plus ``WORKER_PREFETCH``), hands them to ``concurrency`` child processes
-(:mod:`prescient.runtime.pool`), each of which starts the run, loads its entity and calls the
-check; it settles results in batches, heart-beats and renews the leases of its claims, and
-reclaims the claims of workers that stopped heart-beating. Every time that decides anything
-is the database's (:mod:`prescient.clock`). SIGTERM or SIGINT stop it gracefully; database faults make it back off and
-reconnect without losing computed results.
+The main process starts and replaces children, kills a child whose run is stuck past its
+timeout (charging that run and handing the rest of its claim back), renews the heartbeat and
+the leases of all its children's claims, passes on commands to runs in flight (pause, kill,
+sleep: ``job.should_stop()``), wakes idle children when work may be due (a NOTIFY, a slot
+boundary, the next due time), runs the upkeep duties (stale claims rescued, history pruned, …)
+and stops gracefully on SIGTERM or SIGINT. No job crosses a pipe. Every time that decides
+anything is the database's (:mod:`prescient.clock`). Database faults make each process back off
+and reconnect without losing computed results.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 from types import FrameType
 from typing import Any
 
 from django.db import InterfaceError, OperationalError, connection, connections
+from django.utils import timezone
 
 from prescient import slots
 from prescient.clock import db_clock, db_now, skew_seconds
@@ -33,6 +36,7 @@ from prescient.engine import store, sweep
 from prescient.engine.decisions import BURIED, Decision, TickSummary
 from prescient.engine.store import CHANNEL, STOP_CHANNEL
 from prescient.maintenance import run_due
+from prescient.maintenance.recurring import Producer
 from prescient.maintenance.rescuer import Rescuer
 from prescient.models import FutureJob, Worker
 from prescient.states import State
@@ -89,28 +93,25 @@ class WorkerProcess:
         self.concurrency = max(1, concurrency)
         #: Called once the worker has registered (the command prints its start-up line).
         self.on_start = on_start
-        #: Only jobs of these queues (``""``: checks; others: django.tasks queues), by priority.
+        #: Only jobs of these queues (``""``: checks; others: django.tasks queues); by priority either way.
         self.queues = None if queues is None else list(queues)
         self.once = once
         self.batch_size = int(batch_size or setting("BATCH_SIZE"))
-        self.name = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.token = f"{sweep.WORKER_TOKEN_PREFIX}{self.name}"[:56]
+        self.name = f"{socket.gethostname()[:16]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # A child's claims are ``<token>/<child>/<claim>``: within the 64 characters of reserved_by.
+        self.token = f"{sweep.WORKER_TOKEN_PREFIX}{self.name}"
         self.stopping = False
         self.summary = TickSummary()
-        self.prefetch = max(0, int(setting("WORKER_PREFETCH")))
-        #: Claimed jobs not yet handed to a child: (job, the claim's now, started by the claim).
-        self.backlog: deque[tuple[FutureJob, datetime, bool]] = deque()
-        self.pacer = sweep.Pacer()
-        self.unsettled: list[Decision] = []
         self.listener = Listener() if Listener.available() else None
         self.pool: Pool | None = None
         self.record: Worker | None = None
         self.heartbeat: Heartbeat | None = None
         self._next_heartbeat = 0.0
         self._backoff = 0.0
-        self._drained = False
-        self._batches = 0
-        self._last_settle = time.monotonic()
+        #: When to wake the idle children (monotonic; inf: not until something happens).
+        self._wake_at = 0.0
+        #: What the worker must write for children it killed or lost (kept across database faults).
+        self.unsettled: list[tuple[str, list[Decision]]] = []
         #: Runs in flight already told to stop, and when the database was last asked.
         self._told: set[tuple[str, int]] = set()
         self._looked = 0.0
@@ -124,14 +125,19 @@ class WorkerProcess:
 
     def run(self) -> int:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        # A signal wakes the main loop at once (it waits on pipes and sockets, not on a timer).
+        self._wakeup_read, wakeup_write = socket.socketpair()
+        wakeup_write.setblocking(False)
+        previous_fd = signal.set_wakeup_fd(wakeup_write.fileno(), warn_on_full_buffer=False)
         memory, max_runs = setting("CHILD_MEMORY_MB"), setting("CHILD_MAX_RUNS")
-        self.pool = Pool(
-            self.concurrency, memory_mb=int(memory) if memory else None, max_runs=int(max_runs) if max_runs else None
-        )
         try:
+            self.pool = Pool(
+                self.concurrency, token=self.token, batch_size=self.batch_size, queues=self.queues,
+                memory_mb=int(memory) if memory else None, max_runs=int(max_runs) if max_runs else None,
+            )
             self._with_db(self._register)
             if self.record is None:  # told to stop before the database answered
-                self.pool.close()
+                self.pool.abandon()
                 return 0
             self.heartbeat = Heartbeat(self.record.pk, self.token, float(setting("WORKER_HEARTBEAT_SECONDS")))
             self.heartbeat.start()
@@ -144,10 +150,13 @@ class WorkerProcess:
                     self._backoff = 0.0
                 except DB_ERRORS as exc:
                     self._db_fault(exc)
-                if self.once and self._drained and not self.pool.busy and not self.backlog:
+                if self.once and self.pool.all_idle and not self.unsettled:
                     break
             self._shut_down()
         finally:
+            signal.set_wakeup_fd(previous_fd)
+            self._wakeup_read.close()
+            wakeup_write.close()
             if self.heartbeat is not None:
                 self.heartbeat.stop()
             for sig, handler in previous.items():
@@ -196,90 +205,53 @@ class WorkerProcess:
     # --- one step of the loop --------------------------------------------------------------
 
     def _step(self) -> None:
-        drop_broken_connections()
-        self._look_around_if_due()
+        """Wait for a child, a notification, a signal or the next look; then supervise."""
         assert self.pool is not None
-        self._feed()
-        if self.pool.busy:
-            self._pass_on_commands()
-            decisions = self.pool.collect(timeout=COMMAND_LOOK_SECONDS)
-            for decision in decisions:
-                self.pacer.record(decision)
-            self.unsettled.extend(decisions)
-            self._feed()  # refill the children before writing anything: they run while it is written
-        idle = not self.pool.busy and not self.backlog
-        if self.unsettled and (
-            len(self.unsettled) >= self.batch_size or idle or time.monotonic() - self._last_settle > 1.0
-        ):
-            self._settle()
-        if idle and self._drained and not self.once:
-            self._sleep()
-
-    def _feed(self) -> None:
-        """Claim for the idle children (a parcel each, plus the prefetch) and hand them out."""
-        assert self.pool is not None
-        idle = len(self.pool.idle)
-        room = idle * self.pacer.size(self.batch_size) + self.prefetch - len(self.backlog)
-        if idle and room > 0 and (not self.backlog or self.prefetch) and not self.stopping:
-            self._claim(room)
-        self._dispatch()
-
-    def _claim(self, room: int) -> None:
-        """Claim up to ``room`` due jobs: no more than the idle children can start now, a
-        parcel each (plus the prefetch). Without a prefetch the claim starts their runs too
-        (they go straight to the children); prefetched jobs start when a child takes them.
-        Their entities are loaded by the children, just before the runs."""
-        now = db_now()
-        # A token per batch: the claim returns exactly the rows it took, never a row of an
-        # earlier batch still running. All share the worker's prefix, for lease renewal.
-        self._batches += 1
-        start = not self.prefetch
-        jobs = store.claim(
-            now, min(room, self.batch_size), f"{self.token}/{self._batches}", queues=self.queues, start=start
-        )
-        if not jobs:
-            if not self._drained:
-                self._drained = True
-                self._mark_slot(now)
+        until_look = max(0.0, self._next_heartbeat - time.monotonic())
+        wait_for = min(COMMAND_LOOK_SECONDS, until_look)
+        if self.pool.has_idle():
+            wait_for = min(wait_for, max(0.0, self._wake_at - time.monotonic()))
+        listening = self.listener.socket() if self.listener is not None else None
+        ready = self.pool.wait(wait_for, [self._wakeup_read] + ([listening] if listening is not None else []))
+        if self._wakeup_read in ready:
+            try:
+                self._wakeup_read.recv(512)
+            except OSError:
+                pass
+        if self.stopping:
             return
-        self._drained = False
-        for job in jobs:
-            self.backlog.append((job, now, start))
+        self.summary.counts.update(self.pool.read())
+        drop_broken_connections()
+        self.unsettled.extend(self.pool.check(db_now))
+        self._settle()
+        self._pass_on_commands()
+        self._look_around_if_due()
+        if self.pool.has_idle() and not self.once:
+            if self._wake_at == math.inf:
+                self._wake_at = self._next_wake()
+            if time.monotonic() >= self._wake_at:
+                self.pool.wake()
+                self._wake_at = math.inf
 
-    def _dispatch(self) -> None:
-        """Hand each idle child a parcel: jobs of one claim, as many as the pacer says, the
-        backlog shared evenly between the idle children."""
-        assert self.pool is not None
-        idle = self.pool.idle
-        for n, child in enumerate(idle):
-            if not self.backlog or self.stopping:
-                return
-            share = -(-len(self.backlog) // (len(idle) - n))  # rounded up
-            size = min(self.pacer.size(self.batch_size), share)
-            room = self.pool.room(child)
-            if room is not None:
-                size = min(size, room)
-            first, now, started = self.backlog.popleft()
-            parcel = [first]
-            while (
-                self.backlog and len(parcel) < size and self.backlog[0][0].reserved_by == first.reserved_by
-                and self.backlog[0][2] == started
-            ):
-                parcel.append(self.backlog.popleft()[0])
-            self.pool.submit(child, parcel, now, started=started)
+    def _work_may_be_due(self) -> None:
+        """Something made work due: wake the idle children now."""
+        self._wake_at = 0.0
 
     def _pass_on_commands(self) -> None:
-        """Tell the children which of their runs were paused, killed or slept since their claim
-        (``job.should_stop()``). On PostgreSQL a NOTIFY says when to look; elsewhere, and as a
-        fallback, one look at this worker's claims in flight every :data:`COMMAND_LOOK_SECONDS`."""
+        """Tell the children which of their runs were paused, killed or slept since they started
+        (``job.should_stop()``), and wake idle children for work made due. On PostgreSQL a NOTIFY
+        says when to look; elsewhere, and as a fallback, one look at this worker's claims in
+        flight every :data:`COMMAND_LOOK_SECONDS`."""
         assert self.pool is not None
         notified = self.listener.drain() if self.listener is not None else None
         if notified is not None and CHANNEL in notified:
-            self._drained = False  # work was made due meanwhile
+            self._work_may_be_due()
         since = time.monotonic() - self._looked
         if notified is not None and STOP_CHANNEL not in notified and since < COMMAND_FALLBACK_SECONDS:
             return
         if notified is None and since < COMMAND_LOOK_SECONDS:
+            return
+        if self.pool.all_idle:
             return
         self._looked = time.monotonic()
         asked = set(store.asked_to_stop(f"{self.token}/", prefix=True))
@@ -288,23 +260,16 @@ class WorkerProcess:
         self._told = asked
 
     def _settle(self) -> None:
-        self._last_settle = time.monotonic()
-        if not self.unsettled:
-            return
-        by_token: dict[str, list[Decision]] = {}
-        for decision in self.unsettled:
-            by_token.setdefault(decision.job.reserved_by, []).append(decision)
-        now = db_now()
-        for token, decisions in by_token.items():
+        """Write what the worker owes for children it killed or lost."""
+        while self.unsettled:
+            token, decisions = self.unsettled[0]
+            now = db_now()
             store.settle(decisions, token, now, self.summary)
-            # Forget only what was written: a database fault keeps the rest for the retry.
-            self.unsettled = [d for d in self.unsettled if d.job.reserved_by != token]
-        if self.record is not None:
-            Worker.objects.filter(pk=self.record.pk).update(jobs_done=self.summary.processed)
+            self.unsettled.pop(0)
 
     def _look_around_if_due(self) -> None:
-        """At heartbeat pace: the upkeep that is due (stale claims reclaimed or buried, …), and
-        notice work due without a wake-up."""
+        """At heartbeat pace: the upkeep that is due (stale claims reclaimed or handed back, …),
+        and notice work due without a wake-up."""
         if time.monotonic() < self._next_heartbeat:
             return
         survey = sweep.survey()
@@ -312,34 +277,26 @@ class WorkerProcess:
         now = survey.clock
         done = run_due(now, survey=survey)
         self.summary.counts[BURIED] += done.get(Rescuer.name, 0)
-        if survey.due:
-            self._drained = False
-        self._next_heartbeat = time.monotonic() + float(setting("WORKER_HEARTBEAT_SECONDS"))
-
-    def _mark_slot(self, now: datetime) -> None:
+        if survey.due or done.get(Producer.name):
+            self._work_may_be_due()
         if self.record is not None:
             Worker.objects.filter(pk=self.record.pk).update(
-                last_slot_at=slots.floor(now, int(setting("SLOT_MINUTES")))
+                jobs_done=self.summary.processed, last_slot_at=slots.floor(now, int(setting("SLOT_MINUTES")))
             )
+        self._next_heartbeat = time.monotonic() + float(setting("WORKER_HEARTBEAT_SECONDS"))
 
-    def _sleep(self) -> None:
-        """Idle: wait for the next slot boundary, a heartbeat, or a wake-up."""
+    def _next_wake(self) -> float:
+        """When idle children should look again (monotonic): the next slot boundary, the next due
+        time, or (without NOTIFY) the poll interval, whichever comes first."""
         now = db_now()
         boundary = slots.next_after(now, int(setting("SLOT_MINUTES")))
-        until_boundary = (boundary - now).total_seconds()
-        until_heartbeat = max(0.0, self._next_heartbeat - time.monotonic())
-        wait = min(until_boundary, until_heartbeat)
+        wait = (boundary - now).total_seconds()
         earliest = self._earliest_due_after(now)
         if earliest is not None:
             wait = min(wait, (earliest - now).total_seconds())  # e.g. a task's exact run_after
-        if self.listener is not None:
-            woken = self.listener.wait(wait)
-        else:
-            time.sleep(min(wait, float(setting("WORKER_POLL_SECONDS"))))
-            woken = True  # SQLite: look again at every poll
-        now = db_now()
-        if woken or time.monotonic() >= self._next_heartbeat or now >= boundary or (earliest and now >= earliest):
-            self._drained = False
+        if self.listener is None or self.listener.socket() is None:
+            wait = min(wait, float(setting("WORKER_POLL_SECONDS")))
+        return time.monotonic() + max(0.0, wait)
 
     def _earliest_due_after(self, now: datetime) -> datetime | None:
         """The next due time after ``now`` among this worker's jobs (one look at the due index)."""
@@ -353,27 +310,15 @@ class WorkerProcess:
     def _shut_down(self) -> None:
         """Finish what runs within the grace period, hand back every other claim, unregister."""
         assert self.pool is not None
-        grace_until = time.monotonic() + float(setting("WORKER_GRACE_SECONDS"))
-        unstarted = [job for job, _, _ in self.backlog]
-        self.backlog.clear()
-        # Ask the runs in flight to stop (job.should_stop()): a cooperative check returns
-        # RELEASE at once and its claim is handed back, so the worker need not wait out the grace.
-        self.pool.interrupt_all()
-        while self.pool.busy and time.monotonic() < grace_until:
-            self.unsettled.extend(self.pool.collect(timeout=min(0.5, grace_until - time.monotonic())))
-
-        abandoned = self.pool.abandon() if self.pool.busy else []
-        self.pool.close()
-        for job in [*unstarted, *abandoned]:
-            self.unsettled.append(sweep.hand_back(job))
-        if abandoned:
-            logger.warning(
-                "worker %s: %s run(s) did not finish within the grace period; handed back", self.name, len(abandoned)
-            )
+        grace = float(setting("WORKER_GRACE_SECONDS"))
+        now = self._with_db(db_now, give_up_after=10) or timezone.now()
+        self.unsettled.extend(self.pool.stop(grace, now, self.summary.counts.update))
         self._with_db(self._settle, give_up_after=60)
         if self.record is not None:
             record = self.record
             self._with_db(
-                lambda: Worker.objects.filter(pk=record.pk).update(stopped_at=db_clock(), heartbeat_at=db_clock()),
+                lambda: Worker.objects.filter(pk=record.pk).update(
+                    stopped_at=db_clock(), heartbeat_at=db_clock(), jobs_done=self.summary.processed
+                ),
                 give_up_after=10,
             )

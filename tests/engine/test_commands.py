@@ -125,11 +125,11 @@ def test_tick__a_pause_reaches_a_running_check_which_stops_paused_with_nothing_c
     assert summary.counts["handed_back"] == 1 and not JobHistory.objects.exists()
 
 
-# --- a pause stops what has not started ----------------------------------------------------------
+# --- a pause takes back what has not started; what started runs --------------------------------
 
 
 @pytest.mark.parametrize("how", ["workflow", "job"])
-def test_run_group__a_pause_while_the_first_runs_starts_neither_of_the_others(register, make_job, t0, how):
+def test_run_group__a_pause_while_the_first_runs_takes_back_the_reserved_others(register, make_job, t0, how):
     def check(thing, job):
         RunLog.objects.create(check_name="test.first", entity_key=thing.pk, pid=0, started=0)
         if how == "workflow":
@@ -137,13 +137,14 @@ def test_run_group__a_pause_while_the_first_runs_starts_neither_of_the_others(re
         else:
             for other in FutureJob.objects.exclude(pk=job.pk):
                 services.pause(job=other.pk, now=t0)
-        threading.Event().wait(sweep.LOOK_AGAIN_SECONDS * 1.5)  # the group's last look grows old
 
     register("test.first", check)
     jobs = [make_job("test.first", next_check_at=t0, workflow="w") for _ in range(3)]
     token = sweep.new_token()
     claimed = store.claim(t0, 10, token)
-    decisions = list(sweep.run_group(claimed, token, t0))  # one group of three, started together
+    assert {FutureJob.objects.get(pk=job.pk).state for job in jobs} == {State.RESERVED}
+    # A group of one starts and runs; the pause it makes takes the two still reserved back.
+    decisions = [*sweep.run_group(claimed[:1], token, t0), *sweep.run_group(claimed[1:], token, t0)]
     assert [d.event for d in decisions] == [Event.FINISH, Event.HAND_BACK, Event.HAND_BACK]
     summary = TickSummary()
     store.settle(decisions, token, t0, summary)
@@ -153,21 +154,35 @@ def test_run_group__a_pause_while_the_first_runs_starts_neither_of_the_others(re
         assert (stored.state, stored.last_state, stored.run_count, stored.failure_count) == (
             State.PAUSED, State.SCHEDULED, 0, 0
         )
+        assert (stored.reserved_by, stored.check_count) == ("", 0)
         assert stored.next_check_at == t0  # remembering its time
     assert summary.counts[Outcome.COMPLETED] == 1 and summary.counts["handed_back"] == 2
 
 
-def test_run_group__a_run_asked_to_stop_before_its_turn_is_not_started(register, make_job, t0):
-    """What NOTIFY (worker) or the guard (tick) tells, without reading the database again."""
-    ran = []
-    register("test.ask", lambda thing, job: ran.append(job.pk))
+def test_run_group__a_started_job_paused_before_its_turn_still_runs_and_is_told_to_stop(register, make_job, t0):
+    """``running`` means its code will run: a pause (seen as a request to stop, as NOTIFY or the
+    tick's guard tells it) reaches the check through should_stop() and applies when it returns."""
+    seen = []
+
+    def check(thing, job):
+        seen.append((job.pk, job.should_stop()))
+        return timedelta(hours=1)  # asks for a re-check: the pause keeps it, remembering scheduled
+
+    register("test.ask", check)
     jobs = [make_job("test.ask", next_check_at=t0) for _ in range(3)]
     token = sweep.new_token()
     claimed = store.claim(t0, 10, token)
+    assert store.start_runs(claimed, token) == {job.pk for job in jobs}
+    services.pause(job=jobs[1].pk, now=t0)
     interrupts.ask(token, [jobs[1].pk])
-    decisions = list(sweep.run_group(claimed, token, t0))
-    assert [d.event for d in decisions] == [Event.FINISH, Event.HAND_BACK, Event.FINISH]
-    assert ran == [jobs[0].pk, jobs[2].pk]
+    decisions = list(sweep.run_group(claimed, token, t0, started=True))
+    assert [d.event for d in decisions] == [Event.RESCHEDULE] * 3
+    assert seen == [(jobs[0].pk, False), (jobs[1].pk, True), (jobs[2].pk, False)]
+    store.settle(decisions, token, t0, TickSummary())
+    paused = FutureJob.objects.get(pk=jobs[1].pk)
+    assert (paused.state, paused.last_state, paused.check_count, paused.run_count) == (
+        State.PAUSED, State.SCHEDULED, 1, 1
+    )
 
 
 def test_run_group__a_stopping_worker_starts_nothing_more(register, make_job, t0):

@@ -1,6 +1,6 @@
 """Runs start in groups: one statement starts the next few claimed jobs (their leases and
 ``run_started_at`` by the database's clock), skipping any paused, killed or taken away since
-the claim; the pacer sizes the groups to about GROUP_SECONDS of work."""
+the claim (taken back while ``reserved``); the pacer sizes the groups to about GROUP_SECONDS of work."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def test_start_runs__starts_the_claimed_jobs_in_one_statement_and_skips_those_st
     claimed = store.claim(t0, 10, "tick:test")
     assert [j.pk for j in claimed] == [j.pk for j in jobs]
     assert not FutureJob.objects.exclude(run_started_at=None).exists(), "a claim alone starts nothing"
-    assert prescient.kill(claimed[1], "no") == "requested"
-    assert prescient.pause(job=claimed[2]) == 1
+    assert prescient.kill(claimed[1], "no") == "ended"  # reserved: its code never runs, ended at once
+    assert prescient.pause(job=claimed[2]) == 1  # reserved: taken back, paused remembering scheduled
     FutureJob.objects.filter(pk=claimed[3].pk).update(reserved_by="tick:another")  # taken away
     with django_assert_max_num_queries(2):  # SQLite without RETURNING: the update and a read
         started = store.start_runs(claimed, "tick:test")
@@ -41,8 +41,7 @@ def test_claim_with_start__stamps_the_runs_as_started(make_job, t0):
     row = FutureJob.objects.get(pk=job.pk)
     assert (row.state, row.reserved_by) == (State.RUNNING, "worker:w/1")
     assert row.run_started_at is not None and row.run_started_at == row.reserved_at
-    assert store.still_startable([job], "worker:w/1") == {job.pk}
-    assert store.still_startable([job], "worker:other/1") == set()
+    assert store.start_runs([job], "worker:w/1") == set(), "a started run is not started twice"
 
 
 def test_a_tick_batch__starts_in_groups_and_a_job_paused_after_its_group_started_still_not_before(

@@ -180,6 +180,7 @@ def test_pause__leaves_waiting_jobs_waiting_and_a_child_unblocked_while_paused_w
     charge = prescient.schedule(make_thing(), "test.record", workflow="order-42", now=t0)
     pack = prescient.schedule(make_thing(), "test.record", workflow="order-42", after=[charge], now=t0)
     [running] = store.claim(t0, 10, "tick:0:seed")  # charge runs when the workflow is paused
+    assert store.start_runs([running], "tick:0:seed") == {running.pk}  # its code has started
 
     assert prescient.pause(workflow="order-42", now=t0) == 1  # charge only
     assert live(pack).state == State.WAITING

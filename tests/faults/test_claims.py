@@ -53,8 +53,8 @@ def test_sigkill_of_a_worker_over_2000_jobs__charges_and_reruns_only_the_runs_in
 
 
 def test_kill_and_pause_of_jobs_claimed_but_not_started__they_never_start(processes):
-    """A worker with one child and a prefetch of 4 holds claims it has not started; a tick's
-    batch holds claims until their turn. Killed or paused meanwhile, they never run."""
+    """A worker with one child and a prefetch of 4 holds claims it has not started (``reserved``);
+    killed or paused meanwhile, they are taken back at once and never run."""
     things = seed(6, "fault.slow", name="1.0")
     worker = processes.start("prescient_worker", "--concurrency", "1", settings={"WORKER_PREFETCH": 4})
     held = FutureJob.objects.exclude(reserved_by="")
@@ -62,7 +62,8 @@ def test_kill_and_pause_of_jobs_claimed_but_not_started__they_never_start(proces
     waiting = list(held.filter(run_started_at=None).order_by("next_check_at", "pk"))
     assert len(waiting) >= 3, "claimed, not started"
     killed, paused = waiting[-1], waiting[-2]  # the last in the worker's line: seconds from their turn
-    assert prescient.kill(killed, "not wanted") == "requested"
+    assert {FutureJob.objects.get(pk=job.pk).state for job in (killed, paused)} == {State.RESERVED}
+    assert prescient.kill(killed, "not wanted") == "ended"  # reserved: its code never runs
     assert prescient.pause(job=paused) == 1
     wait_until(lambda: JobHistory.objects.count() >= 5, 30, what="the rest to end")
     worker.send_signal(signal.SIGTERM)

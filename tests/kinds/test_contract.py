@@ -142,7 +142,7 @@ def test_lost_run__is_reclaimed_and_then_runs_once(make):
     token = sweep.WORKER_TOKEN_PREFIX + "lost:1/1"
     [claimed] = store.claim(now, 10, token)
     assert claimed.pk == job.pk
-    assert store.start(claimed, token)  # its run began; then its worker died
+    assert store.start_runs([claimed], token) == {claimed.pk}  # its run began; then its worker died
     lose_claims(job.pk)
     assert rescue(now + timedelta(hours=1)) == 1
     job.refresh_from_db()
@@ -157,7 +157,7 @@ def test_kill_during_the_run__ends_killed_when_the_run_returns(make):
     now = due(job)
     token = sweep.new_token()
     [claimed] = store.claim(now, 10, token)
-    assert store.start(claimed, token)  # the run began before the kill
+    assert store.start_runs([claimed], token) == {claimed.pk}  # the run began before the kill
     assert prescient.kill(job, "contract kill", now=now) == "requested"
     summary = TickSummary()
     store.settle([sweep.run_one(claimed, sweep.prepare([claimed]).get(claimed.pk), now)], token, now, summary)

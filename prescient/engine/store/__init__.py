@@ -20,20 +20,20 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, models, transaction
+from django.db import connection, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce, NullIf
 
 from prescient import states
-from prescient.clock import db_clock, db_now
+from prescient.clock import db_now
 from prescient.models import FutureJob, Workflow
 from prescient.states import Event, State
 
-from .. import bulk
 from . import links
+from .claims import claim, due_order, renew_leases, start_runs, take_back
 from .ending import end_job, end_jobs, release_waiters, resolve_waiting
 from .history import prune_history
-from .inserting import ONE_PENDING_JOB, can_insert_returning, insert, insert_new
+from .inserting import ONE_PENDING_JOB, insert, insert_new
 from .settle import settle
 from .wake import CHANNEL, can_listen, notify
 
@@ -131,12 +131,13 @@ def pause_workflow(name: str, now: datetime) -> int:
     """Mark workflow ``name`` paused and pause its jobs that may be; returns how many moved.
     Each job remembers its state in ``last_state`` (call with the workflow row locked)."""
     Workflow.objects.filter(name=name, paused_at__isnull=True).update(paused_at=now)
-    movable = [s for s in states.states_from(Event.PAUSE, State.PAUSED) if s != State.PAUSED]
-    return (
-        FutureJob.objects.of_workflow(name)
-        .filter(state__in=movable)
-        .update(state=State.PAUSED, last_state=F("state"))
+    movable = [s for s in states.states_from(Event.PAUSE, State.PAUSED) if s not in (State.PAUSED, State.RESERVED)]
+    jobs = FutureJob.objects.of_workflow(name)
+    # A reserved job is taken back from its claim at once (see claims.take_back).
+    taken = jobs.filter(state=State.RESERVED).update(
+        state=State.PAUSED, last_state=State.SCHEDULED, reserved_by="", reserved_at=None, run_started_at=None
     )
+    return taken + jobs.filter(state__in=movable).update(state=State.PAUSED, last_state=F("state"))
 
 
 def release_workflow(name: str) -> int:
@@ -151,133 +152,6 @@ def release_workflow(name: str) -> int:
             last_state="",
         )
     )
-
-
-# --- claiming ----------------------------------------------------------------------------------
-
-
-def due_order(now: datetime, queues: list[str] | None) -> models.QuerySet[FutureJob]:
-    """Due jobs in claim order: oldest first; of ``queues`` only, by priority then age, if given."""
-    if queues is None:
-        return FutureJob.objects.due(now).order_by("next_check_at", "id")
-    return FutureJob.objects.due(now).filter(queue__in=queues).order_by("-priority", "next_check_at", "id")
-
-
-def claim(
-    now: datetime, limit: int, token: str, queues: list[str] | None = None, *, start: bool = False
-) -> list[FutureJob]:
-    """Mark up to ``limit`` due jobs ``running`` under ``token`` and return them, oldest first.
-
-    ``queues``: only jobs of these queues (``""`` is the queue of checks), highest priority
-    first (django.tasks workers started with ``--queue``). ``start``: their runs start now too
-    (their leases and ``run_started_at`` stamped; for a claim handed straight to its runners),
-    so a crash charges them as runs that had started.
-
-    On PostgreSQL this is one statement (pick with ``FOR UPDATE SKIP LOCKED``, update, return
-    the rows); elsewhere a guarded update of the picked ids, then a read of what it took.
-    """
-    if connection.vendor == "postgresql":
-        return _claim_returning(now, limit, token, queues, start=start)
-    due = due_order(now, queues)
-    if connection.features.has_select_for_update_skip_locked:
-        due = due.select_for_update(skip_locked=True)
-    with transaction.atomic():
-        # The ids are picked first, not in a sub-select of the UPDATE: PostgreSQL may re-run
-        # such a sub-select for each row it updates, each run skipping the rows already
-        # changed, and so claim far more than ``limit`` jobs.
-        pks = list(due.values_list("pk", flat=True)[:limit])
-        if not pks:
-            return []
-        clock = db_clock()
-        claimed = FutureJob.objects.filter(pk__in=pks, state=State.SCHEDULED).update(
-            state=State.RUNNING, reserved_at=clock, reserved_by=token, run_started_at=clock if start else None
-        )
-    if not claimed:
-        return []
-    return list(FutureJob.objects.filter(reserved_by=token).order_by(*due_order(now, queues).query.order_by))
-
-
-def _claim_returning(
-    now: datetime, limit: int, token: str, queues: list[str] | None = None, *, start: bool = False
-) -> list[FutureJob]:
-    # The picked ids are a MATERIALIZED CTE, evaluated exactly once (see claim()).
-    pick_sql, pick_params = due_order(now, queues).values("pk")[:limit].query.sql_with_params()
-    meta = FutureJob._meta
-    qn = connection.ops.quote_name
-    table = qn(meta.db_table)
-    columns = ", ".join(f"{table}.{bulk.quote_column(f)}" for f in meta.concrete_fields)
-    sql = (
-        f"WITH picked (pk) AS MATERIALIZED ({pick_sql} FOR UPDATE SKIP LOCKED) "
-        f"UPDATE {table} SET {qn('state')} = %s, {qn('reserved_at')} = statement_timestamp(), "
-        f"{qn('reserved_by')} = %s, {qn('run_started_at')} = {'statement_timestamp()' if start else 'NULL'} "
-        f"FROM picked WHERE {table}.{bulk.quote_column(meta.pk)} = picked.pk AND {table}.{qn('state')} = %s "
-        f"RETURNING {columns}"
-    )
-    params = [*pick_params, State.RUNNING.value, token, State.SCHEDULED.value]
-    jobs = list(FutureJob.objects.raw(sql, params))
-    jobs.sort(key=lambda job: (job.next_check_at, job.pk))
-    if queues is not None:
-        jobs.sort(key=lambda job: -job.priority)  # stable: by priority, then as above
-    return jobs
-
-
-def start(job: FutureJob, token: str) -> bool:
-    """Mark the run of a claimed job as started, its lease starting now (by the database's
-    clock); False, and the run must not start, when the claim was paused, killed, cancelled or
-    taken away since it was made."""
-    return job.pk in start_runs([job], token)
-
-
-def _startable(jobs: Sequence[FutureJob], token: str) -> models.QuerySet[FutureJob]:
-    return FutureJob.objects.filter(
-        pk__in=[job.pk for job in jobs], reserved_by=token, state=State.RUNNING, end_requested=""
-    )
-
-
-def start_runs(jobs: Sequence[FutureJob], token: str) -> set[int]:
-    """Mark the runs of claimed ``jobs`` as started, their leases starting now (by the
-    database's clock), in one statement; returns the ids of those that may start. The others
-    were paused, killed, cancelled or taken away since they were claimed: they must not run."""
-    if not jobs:
-        return set()
-    qn = connection.ops.quote_name
-    table = qn(FutureJob._meta.db_table)
-    pk_column = bulk.quote_column(FutureJob._meta.pk)
-    if connection.vendor == "postgresql":
-        clock, clock_params = "statement_timestamp()", []
-    else:
-        clock, clock_params = "%s", [FutureJob._meta.get_field("reserved_at").get_db_prep_value(db_now(), connection)]
-    ids = [job.pk for job in jobs]
-    marks = ", ".join(["%s"] * len(ids))
-    sql = (
-        f"UPDATE {table} SET {qn('run_started_at')} = {clock}, {qn('reserved_at')} = {clock} "
-        f"WHERE {pk_column} IN ({marks}) AND {qn('reserved_by')} = %s AND {qn('state')} = %s "
-        f"AND {qn('end_requested')} = ''"
-    )
-    params = [*clock_params, *clock_params, *ids, token, State.RUNNING.value]
-    if not can_insert_returning():  # no RETURNING: update, then read what was started
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute(sql, params)
-            return set(_startable(jobs, token).values_list("pk", flat=True))
-    with connection.cursor() as cursor:
-        cursor.execute(f"{sql} RETURNING {pk_column}", params)
-        return {row[0] for row in cursor.fetchall()}
-
-
-def still_startable(jobs: Sequence[FutureJob], token: str) -> set[int]:
-    """The ids of claimed ``jobs`` whose runs may still go ahead (a read, nothing written): not
-    paused, killed, cancelled or taken away since the claim that started them."""
-    if not jobs:
-        return set()
-    return set(_startable(jobs, token).values_list("pk", flat=True))
-
-
-def renew_leases(reserved_by: str, *, prefix: bool = False) -> int:
-    """Stamp the claims of ``reserved_by`` (every token starting with it, with ``prefix``) as
-    alive now, by the database's clock; returns how many."""
-    lookup = "reserved_by__startswith" if prefix else "reserved_by"
-    return FutureJob.objects.filter(**{lookup: reserved_by}).update(reserved_at=db_clock())
 
 
 def clear_reservation(job: FutureJob, to: str) -> None:
@@ -323,7 +197,7 @@ def asked_to_stop(reserved_by: str, *, prefix: bool = False) -> list[tuple[str, 
     lookup = "reserved_by__startswith" if prefix else "reserved_by"
     stopped = (
         FutureJob.objects.in_flight().filter(**{lookup: reserved_by})
-        .filter(~Q(state=State.RUNNING) | ~Q(end_requested="") | Q(sleep_until__isnull=False))
+        .filter(Q(state=State.PAUSED) | ~Q(end_requested="") | Q(sleep_until__isnull=False))
     )
     return list(stopped.order_by().values_list("reserved_by", "pk"))
 
@@ -372,8 +246,7 @@ __all__ = [
     "resolve_waiting",
     "save",
     "settle",
-    "start",
     "start_runs",
-    "still_startable",
+    "take_back",
     "write_checkpoint",
 ]

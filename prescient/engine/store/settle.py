@@ -15,7 +15,7 @@ from prescient.models import FutureJob, JobHistory
 from prescient.states import END, Event, Outcome, State
 
 from .. import bulk
-from ..decisions import DISCARDED, SUMMARY_KEY, Decision, TickSummary, record_error
+from ..decisions import DISCARDED, HANDED_BACK, SUMMARY_KEY, Decision, TickSummary, record_error
 from . import links
 from .ending import _insert_history, end_jobs, release_waiters
 
@@ -166,6 +166,9 @@ def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary
     for decision in decisions:
         job = current.get(decision.job.pk)
         if job is None:
+            if decision.event == Event.HAND_BACK and not decision.ran:
+                summary.counts[HANDED_BACK] += 1  # taken back before it started: already written
+                continue
             summary.counts[DISCARDED] += 1
             logger.warning("job id=%s lost its reservation during the run; result discarded", decision.job.pk)
             continue
