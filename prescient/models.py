@@ -96,16 +96,12 @@ class FutureJob(models.Model):
         verbose_name_plural = _("future jobs")
         ordering = ["next_check_at", "id"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["entity_name", "entity_key", "job_exec"], name="prescient_one_pending_job"
-            ),
+            models.UniqueConstraint(fields=["entity_name", "entity_key", "job_exec"], name="prescient_one_pending_job"),
             models.CheckConstraint(condition=Q(state__in=State.values), name="prescient_state_valid"),
         ]
         indexes = [
-            models.Index(
-                fields=["next_check_at", "id"], name="prescient_job_due", condition=Q(state=State.SCHEDULED)
-            ),
-            # The claim's order: highest priority first, then oldest (see engine/store/claims.py).
+            models.Index(fields=["next_check_at", "id"], name="prescient_job_due", condition=Q(state=State.SCHEDULED)),
+            # The claim's order: highest priority first, then oldest (engine/store/claims.py).
             models.Index(
                 fields=["-priority", "next_check_at", "id"], name="prescient_job_claim",
                 condition=Q(state=State.SCHEDULED),

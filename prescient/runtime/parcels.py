@@ -4,12 +4,12 @@ and run them, settle them, and ask again.
 A parcel is what the child can run now: as many jobs as the runs so far say take about
 :data:`~prescient.engine.sweep.GROUP_SECONDS` (:class:`~prescient.engine.sweep.Pacer`), never
 more than ``BATCH_SIZE``; the claim starts them (``running``). With ``WORKER_PREFETCH`` the
-child claims that many more, ``reserved``, and starts them in groups as their turn comes. No job crosses a pipe. What the worker's main process needs to
-supervise the child is small and lives in shared memory (:class:`RunSlot`): which job runs
-since when, under which claim, and its timeout, so it can kill a run stuck past its timeout,
-charge that run and hand the rest of the claim back. Over the pipe the child says only when it
-found nothing to claim (``"idle"``, then it waits for ``"go"``) and what its parcels came to (the
-counts of the worker's summary).
+child claims that many more, ``reserved``, and starts them in groups as their turn comes.
+No job crosses a pipe. What the worker's main process needs to supervise the child is small
+and lives in shared memory (:class:`RunSlot`): which job runs since when, under which claim,
+and its timeout, so it can kill a run stuck past its timeout, charge that run and hand the rest
+of the claim back. Over the pipe the child says only when it found nothing to claim
+(``"idle"``, then it waits for ``"go"``) and what its parcels came to (the counts of the worker's summary).
 
 A database fault does not cost a job anything: the child closes its connections, backs off,
 reconnects and goes on. A result computed before the fault is written after the reconnect (not

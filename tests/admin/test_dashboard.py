@@ -120,7 +120,7 @@ def test_dashboard__shows_states_overdue_workers_and_three_charts(admin_client, 
     assert "prescient/admin/dashboard.html" in [t.name for t in response.templates]
     context = response.context
     assert {str(row["label"]): row["count"] for row in context["states"]} == {
-        "Scheduled": 4, "Running": 0, "Paused": 1, "Buried": 1, "Waiting": 0,
+        "Scheduled": 4, "Reserved": 0, "Running": 0, "Paused": 1, "Buried": 1, "Waiting": 0,
     }
     assert context["due_now"] == 1
     assert context["oldest"]["job"] == late

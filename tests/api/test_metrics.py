@@ -160,7 +160,7 @@ def test_figures__every_metric_with_its_value(make_job, t0):
 
     assert content_type.startswith("text/plain")
     assert {labels[0][1]: v for (name, labels), v in got.items() if name == "prescient_jobs"} == {
-        "scheduled": 4, "running": 1, "paused": 1, "buried": 1, "waiting": 0,
+        "scheduled": 4, "reserved": 0, "running": 1, "paused": 1, "buried": 1, "waiting": 0,
     }
     assert got[("prescient_due_jobs", ())] == 3
     assert got[("prescient_oldest_overdue_seconds", ())] == 30 * 60

@@ -398,3 +398,17 @@ def test_settle__a_row_in_an_impossible_state_is_skipped_not_fatal(make_job, t0)
     assert summary.counts["discarded"] == 1 and summary.counts["completed"] == 1
     assert FutureJob.objects.get().pk == odd.pk
     assert JobHistory.objects.get().job_id == fine.pk
+
+
+def test_a_tick__runs_due_jobs_by_priority_then_age_without_any_queue(make_thing, make_job, t0):
+    """A priority-10 job due last runs first, even across batches; equal priorities run oldest first."""
+    old_low = make_job("test.record", thing=make_thing(), next_check_at=t0 - timedelta(hours=2), priority=-1)
+    old = make_job("test.record", thing=make_thing(), next_check_at=t0 - timedelta(hours=1))
+    new = make_job("test.record", thing=make_thing(), next_check_at=t0)
+    urgent = make_job("test.record", thing=make_thing(), next_check_at=t0, priority=10)
+    later_urgent = make_job("test.record", thing=make_thing(), next_check_at=t0 + timedelta(minutes=15), priority=99)
+    summary = prescient.tick(t0, batch_size=1)
+    assert summary.processed == 4
+    ran = list(RunLog.objects.filter(check_name="test.record").order_by("pk").values_list("entity_key", flat=True))
+    assert ran == [job.entity_key for job in (urgent, old, new, old_low)]
+    assert FutureJob.objects.get().pk == later_urgent.pk, "not due yet, whatever its priority"

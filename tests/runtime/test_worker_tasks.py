@@ -79,6 +79,20 @@ def test_worker__queue_option_serves_only_its_queues_by_priority(workers):
     assert not RunLog.objects.filter(check_name="test.record").exists()
 
 
+def test_worker__without_queue_runs_due_tasks_by_priority_then_age(workers):
+    """Every claim orders by priority: an older priority-0 task waits behind a newer priority-10 one."""
+    low = tasks.record.using(priority=-5).enqueue("low")
+    mid = tasks.record.enqueue("mid")
+    high = tasks.record.using(priority=10).enqueue("high")
+    other = tasks.record.using(queue_name="b", priority=100).enqueue("other")
+    proc = workers.start("--once", "--concurrency", "1")
+    assert workers.finish(proc, 60) == 0, workers.output(proc)
+    assert order_run() == ["other", "high", "mid", "low"]
+    for result in (low, mid, high, other):
+        result.refresh()
+        assert result.status == TaskResultStatus.SUCCESSFUL
+
+
 @pytest.mark.postgres
 def test_worker__sigkill_mid_run_loses_no_task_and_runs_none_twice_at_once(workers):
     results = [tasks.record.enqueue(f"k{i}", 0.3) for i in range(40)]

@@ -136,3 +136,41 @@ def fault_allocate(thing: Thing, job: object) -> None:
     _log_monotonic("fault.allocate", thing)
     block = bytearray(int(thing.name) * 1024 * 1024)
     block[::4096] = b"x" * len(block[::4096])
+
+
+@prescient.check("fault.in_c", model="testapp.Thing", timeout_seconds=1)
+def fault_in_c(thing: Thing, job: object) -> None:
+    """Stuck in C code (a key derivation of a billion rounds, the GIL released): its alarm is
+    only handled when the call returns, minutes later; only killing its process stops it."""
+    import hashlib
+
+    _log_monotonic("fault.in_c", thing)
+    hashlib.pbkdf2_hmac("sha256", b"stuck", b"in c", 10**9)
+
+
+@prescient.check("fault.gate", model="testapp.Thing", timeout_seconds=60)
+def fault_gate(thing: Thing, job: Any) -> timedelta | None:
+    """Blocks until the file ``<thing.name>/<thing.pk>`` exists (the test opens the gate), at most
+    a minute; re-checks in an hour when the thing's status is ``again``. Logs start and end."""
+    from pathlib import Path
+
+    log = _log_monotonic("fault.gate", thing)
+    gate = Path(thing.name) / str(thing.pk)
+    deadline = time.monotonic() + 60
+    while not gate.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    RunLog.objects.filter(pk=log.pk).update(ended=time.monotonic())
+    return timedelta(hours=1) if thing.status == "again" else None
+
+
+@prescient.check("fault.quiet", model="testapp.Thing")
+def fault_quiet(thing: Thing, job: object) -> None:
+    """Uses no database: sleeps ``seconds`` and appends ``start end`` (monotonic) to the file
+    ``<dir>/<thing.pk>``, where ``thing.name`` is ``<dir>|<seconds>``."""
+    from pathlib import Path
+
+    folder, seconds = thing.name.split("|")
+    started = time.monotonic()
+    time.sleep(float(seconds))
+    with (Path(folder) / str(thing.pk)).open("a") as out:
+        out.write(f"{started} {time.monotonic()}\n")
