@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError
+
+from prescient import conf
 
 
 def aware_datetime(text: str) -> datetime:
@@ -40,6 +45,12 @@ class PrescientCommand(BaseCommand):
 
     def execute(self, *args: Any, **options: Any) -> str | None:
         self.verbosity = int(options.get("verbosity", 1))
+        # At start, --skip-checks or not: a bad setting stops the command before it claims
+        # anything (TIMEOUT_SECONDS = -1 would crash a tick holding its claims).
+        try:
+            conf.validate()
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from exc
         return super().execute(*args, **options)
 
     def say(self, text: str) -> None:
@@ -47,3 +58,24 @@ class PrescientCommand(BaseCommand):
         if self.verbosity >= 1:
             self.stdout.write(text)
             self.stdout.flush()
+
+
+@contextlib.contextmanager
+def memory_cap(megabytes: int | None) -> Iterator[None]:
+    """Cap this process's address space (the soft ``RLIMIT_AS``) to ``megabytes`` while the
+    block runs, as a worker caps its children: an allocation over it raises MemoryError in the
+    check that made it. The previous cap comes back afterwards (the hard limit is left alone)."""
+    if not megabytes:
+        yield
+        return
+    import resource  # POSIX only; reached only when a cap is set
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = int(megabytes) * 1024 * 1024
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
