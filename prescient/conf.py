@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,11 +53,28 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+#: The ``PRESCIENT`` object last found valid, and a copy of it (a dict changed in place, or
+#: replaced by override_settings, is validated again at its next read).
+_valid: list[tuple[Any, Any]] = []
+
+
 def setting(name: str) -> Any:
-    """Return one prescient setting, the host's value over the default."""
+    """Return one prescient setting, the host's value over the default.
+
+    The first read of a ``PRESCIENT`` (and the first after it changes) validates all of it by
+    the table ``RULES``: a bad value raises ImproperlyConfigured naming the key, the value and
+    what is allowed, whatever reads it (a shell, a worker, a view), checks run or not.
+    """
     if name not in DEFAULTS:
         raise KeyError(f"Unknown prescient setting {name!r}")
-    return {**DEFAULTS, **getattr(settings, "PRESCIENT", {})}[name]
+    conf = getattr(settings, "PRESCIENT", {})
+    valid = _valid[0] if _valid else None
+    if valid is None or valid[0] is not conf or valid[1] != conf:
+        found = problems(conf)
+        if found:
+            raise ImproperlyConfigured(str(found[0]))
+        _valid[:] = [(conf, copy.deepcopy(conf))]
+    return {**DEFAULTS, **conf}[name]
 
 
 def stale_after_seconds() -> float:
@@ -230,6 +248,40 @@ def problems(conf: Any) -> list[Problem]:
         name = f"PRESCIENT[{key!r}]"
         found.extend(rule.problems(name, values[key]) if isinstance(rule, Rule) else rule(name, values[key]))
     return found
+
+
+#: The OPTIONS of a prescient django.tasks backend (``TASKS[alias]["OPTIONS"]``), by key.
+OPTIONS_RULES: dict[str, Rule] = {
+    "MAX_RETRIES": whole(0, 1_000_000, "prescient.E022"),
+    "TIMEOUT_SECONDS": seconds(0, MAX_SECONDS, "prescient.E022", open_least=True),
+    "RETRY_DELAY_SECONDS": seconds(0, MAX_SECONDS, "prescient.E022"),
+    "ROUND_TO_SLOT": Rule("True or False", lambda v: isinstance(v, bool), "prescient.E022"),
+}
+
+
+def option_problems(alias: str, options: Any) -> list[Problem]:
+    """Everything wrong with the OPTIONS of the prescient task backend ``alias``."""
+    where = f"TASKS[{alias!r}]['OPTIONS']"
+    if not isinstance(options, dict):
+        return [Problem(where, options, "a dict", "prescient.E020", hint=f"got {type(options).__name__}")]
+    found: list[Problem] = []
+    for key, value in options.items():
+        rule = OPTIONS_RULES.get(key)
+        if rule is None:
+            found.append(Problem(
+                f"{where}[{key!r}]", value, "a known option", "prescient.E021",
+                hint="Known options: " + ", ".join(sorted(OPTIONS_RULES)), says=f"Unknown option {where}[{key!r}]",
+            ))
+        else:
+            found.extend(rule.problems(f"{where}[{key!r}]", value))
+    return found
+
+
+def validate_options(alias: str, options: Any) -> None:
+    """Raise ImproperlyConfigured naming the first bad OPTION of the task backend ``alias``."""
+    found = option_problems(alias, options)
+    if found:
+        raise ImproperlyConfigured(str(found[0]))
 
 
 def validate() -> None:
