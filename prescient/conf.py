@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from .states import Outcome
 
 DEFAULTS: dict[str, Any] = {
     # Length of a time slot. Due times round up to a slot boundary (aligned to the UTC epoch).
@@ -46,11 +53,28 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+#: The ``PRESCIENT`` object last found valid, and a copy of it (a dict changed in place, or
+#: replaced by override_settings, is validated again at its next read).
+_valid: list[tuple[Any, Any]] = []
+
+
 def setting(name: str) -> Any:
-    """Return one prescient setting, the host's value over the default."""
+    """Return one prescient setting, the host's value over the default.
+
+    The first read of a ``PRESCIENT`` (and the first after it changes) validates all of it by
+    the table ``RULES``: a bad value raises ImproperlyConfigured naming the key, the value and
+    what is allowed, whatever reads it (a shell, a worker, a view), checks run or not.
+    """
     if name not in DEFAULTS:
         raise KeyError(f"Unknown prescient setting {name!r}")
-    return {**DEFAULTS, **getattr(settings, "PRESCIENT", {})}[name]
+    conf = getattr(settings, "PRESCIENT", {})
+    valid = _valid[0] if _valid else None
+    if valid is None or valid[0] is not conf or valid[1] != conf:
+        found = problems(conf)
+        if found:
+            raise ImproperlyConfigured(str(found[0]))
+        _valid[:] = [(conf, copy.deepcopy(conf))]
+    return {**DEFAULTS, **conf}[name]
 
 
 def stale_after_seconds() -> float:
@@ -59,3 +83,210 @@ def stale_after_seconds() -> float:
     if value is None:
         return float(setting("TIMEOUT_SECONDS")) + 60.0
     return float(value)
+
+
+# --- what each setting may be ---------------------------------------------------------------------
+#
+# One table, read by the system checks (``manage.py check``), by the commands that run checks
+# (at start, ``--skip-checks`` or not) and by :func:`setting` when it first reads the settings.
+
+MINUTES_PER_DAY = 24 * 60
+#: The longest history retention accepted (a hundred years; None keeps forever): much beyond it,
+#: the cut-off date would fall before year 1.
+MAX_RETENTION_DAYS = 36_500
+#: The smallest address space a child (a forked Django process that starts a thread) can start
+#: in: below it the worker dies at start-up ("can't start new thread"), a restart loop.
+MIN_CHILD_MEMORY_MB = 256
+#: A week: the longest timeout or stale period accepted (longer ones overflow no clock, but are
+#: almost surely a unit error: milliseconds given as seconds).
+MAX_SECONDS = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A bad setting: its name, its value, what is allowed and the system check id it raises."""
+
+    key: str
+    value: Any
+    allowed: str
+    code: str
+    hint: str = ""
+    says: str = ""  # the message, when "<key> must be <allowed>" does not say it well
+
+    @property
+    def message(self) -> str:
+        return self.says or f"{self.key} must be {self.allowed}"
+
+    @property
+    def got(self) -> str:
+        return self.hint or f"got {self.value!r}"
+
+    def __str__(self) -> str:
+        return f"{self.message}; {self.got}"
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # not NaN
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one value may be: ``allowed`` in words, ``test`` in code, ``code`` when it is not."""
+
+    allowed: str
+    test: Callable[[Any], bool]
+    code: str
+
+    def problems(self, key: str, value: Any) -> list[Problem]:
+        return [] if self.test(value) else [Problem(key, value, self.allowed, self.code)]
+
+
+def whole(least: int, most: int, code: str, *, none: str = "") -> Rule:
+    """A whole number from ``least`` to ``most``; ``none``: what None means, if it is allowed."""
+    allowed = f"a whole number from {least:,} to {most:,}" + (f", or None ({none})" if none else "")
+    return Rule(allowed, lambda v: (bool(none) and v is None) or (_whole(v) and least <= v <= most), code)
+
+
+def seconds(least: float, most: float, code: str, *, none: str = "", open_least: bool = False) -> Rule:
+    """A number of seconds from ``least`` (excluded when ``open_least``) to ``most``."""
+    low = f"more than {least:g}" if open_least else f"from {least:g}"
+    allowed = f"a number {low} to {most:,g}" + (f", or None ({none})" if none else "")
+
+    def test(value: Any) -> bool:
+        if none and value is None:
+            return True
+        return _number(value) and (value > least if open_least else value >= least) and value <= most
+
+    return Rule(allowed, test, code)
+
+
+def _retention(key: str, retention: Any) -> list[Problem]:
+    """None, or {outcome or "*": whole days from 0 to MAX_RETENTION_DAYS, or None}."""
+    if retention is None:
+        return []
+    if not isinstance(retention, dict):
+        return [Problem(
+            key, retention, "None (keep history forever) or a dict of days per outcome", "prescient.E010",
+            hint=f'expected e.g. {{"completed": 14, "*": 90}}; got {retention!r}',
+        )]
+    problems: list[Problem] = []
+    known = [*Outcome.values, "*"]
+    days_rule = whole(0, MAX_RETENTION_DAYS, "prescient.E012", none="kept forever")
+    for outcome, days in retention.items():
+        if outcome not in known:
+            problems.append(Problem(
+                f"{key}[{outcome!r}]", outcome, "an outcome or '*'", "prescient.E011",
+                hint="known outcomes: " + ", ".join(repr(name) for name in known),
+                says=f"{key} names an unknown outcome {outcome!r}",
+            ))
+        problems.extend(days_rule.problems(f"{key}[{outcome!r}]", days))
+    return problems
+
+
+#: The rules of ``PRESCIENT``, by key: a Rule, or a function ``(key, value) -> problems``.
+RULES: dict[str, Rule | Callable[[str, Any], list[Problem]]] = {
+    "SLOT_MINUTES": Rule(
+        "a whole number of minutes that divides a day (e.g. 1, 5, 15, 30 or 60)",
+        lambda v: _whole(v) and 0 < v <= MINUTES_PER_DAY and MINUTES_PER_DAY % v == 0,
+        "prescient.E003",
+    ),
+    "TIMEOUT_SECONDS": seconds(0, MAX_SECONDS, "prescient.E004", open_least=True),
+    "HORIZON_DAYS": Rule(
+        f"a number of days more than 0 and at most {MAX_RETENTION_DAYS:,}",
+        lambda v: _number(v) and 0 < v <= MAX_RETENTION_DAYS,
+        "prescient.E004",
+    ),
+    "MAX_CHECKS": whole(0, 1_000_000, "prescient.E005"),
+    "MAX_RETRIES": whole(0, 1_000_000, "prescient.E005"),
+    "RECENT_ERRORS": whole(0, 1_000, "prescient.E005"),
+    "BATCH_SIZE": whole(1, 10_000, "prescient.E006"),
+    "STALE_AFTER_SECONDS": seconds(
+        0, MAX_SECONDS + 3600, "prescient.E007", open_least=True, none="TIMEOUT_SECONDS + 60"
+    ),
+    # Importable is checked by the system checks (E008); importing at the first read of a
+    # setting could import the host's code half-way through its own import.
+    "ERROR_HANDLER": Rule(
+        "the dotted path of a callable(job, check, now)",
+        lambda v: isinstance(v, str) and "." in v.strip(".") and " " not in v,
+        "prescient.E008",
+    ),
+    # Below half a second the heartbeat thread is a busy loop of transactions.
+    "WORKER_HEARTBEAT_SECONDS": seconds(0.5, 3600, "prescient.E013"),
+    "WORKER_POLL_SECONDS": seconds(0.05, 3600, "prescient.E013"),
+    "WORKER_GRACE_SECONDS": seconds(0, 86_400, "prescient.E013"),
+    "WORKER_PREFETCH": whole(0, 10_000, "prescient.E009"),
+    "CHILD_MEMORY_MB": whole(
+        MIN_CHILD_MEMORY_MB, 16 * 1024 * 1024, "prescient.E009", none="no limit"
+    ),
+    "CHILD_MAX_RUNS": whole(1, 1_000_000_000, "prescient.E009", none="never replaced"),
+    "HISTORY_RETENTION_DAYS": _retention,
+}
+
+
+def problems(conf: Any) -> list[Problem]:
+    """Everything wrong with ``conf`` (the host's ``PRESCIENT``), by the table ``RULES``."""
+    if not isinstance(conf, dict):
+        return [Problem(
+            "settings.PRESCIENT", conf, "a dict", "prescient.E001", hint=f"got {type(conf).__name__}"
+        )]
+    found: list[Problem] = []
+    for key in conf:
+        if key not in DEFAULTS:
+            close = difflib.get_close_matches(str(key), DEFAULTS, n=3)
+            found.append(Problem(
+                f"PRESCIENT[{key!r}]", conf[key], "a known setting", "prescient.E002",
+                says=f"Unknown setting PRESCIENT[{key!r}]",
+                hint=(f"did you mean {' or '.join(close)}? " if close else "")
+                + "Known settings: " + ", ".join(sorted(DEFAULTS)),
+            ))
+    values = {**DEFAULTS, **conf}
+    for key, rule in RULES.items():
+        name = f"PRESCIENT[{key!r}]"
+        found.extend(rule.problems(name, values[key]) if isinstance(rule, Rule) else rule(name, values[key]))
+    return found
+
+
+#: The OPTIONS of a prescient django.tasks backend (``TASKS[alias]["OPTIONS"]``), by key.
+OPTIONS_RULES: dict[str, Rule] = {
+    "MAX_RETRIES": whole(0, 1_000_000, "prescient.E022"),
+    "TIMEOUT_SECONDS": seconds(0, MAX_SECONDS, "prescient.E022", open_least=True),
+    "RETRY_DELAY_SECONDS": seconds(0, MAX_SECONDS, "prescient.E022"),
+    "ROUND_TO_SLOT": Rule("True or False", lambda v: isinstance(v, bool), "prescient.E022"),
+}
+
+
+def option_problems(alias: str, options: Any) -> list[Problem]:
+    """Everything wrong with the OPTIONS of the prescient task backend ``alias``."""
+    where = f"TASKS[{alias!r}]['OPTIONS']"
+    if not isinstance(options, dict):
+        return [Problem(where, options, "a dict", "prescient.E020", hint=f"got {type(options).__name__}")]
+    found: list[Problem] = []
+    for key, value in options.items():
+        rule = OPTIONS_RULES.get(key)
+        if rule is None:
+            found.append(Problem(
+                f"{where}[{key!r}]", value, "a known option", "prescient.E021",
+                hint="Known options: " + ", ".join(sorted(OPTIONS_RULES)), says=f"Unknown option {where}[{key!r}]",
+            ))
+        else:
+            found.extend(rule.problems(f"{where}[{key!r}]", value))
+    return found
+
+
+def validate_options(alias: str, options: Any) -> None:
+    """Raise ImproperlyConfigured naming the first bad OPTION of the task backend ``alias``."""
+    found = option_problems(alias, options)
+    if found:
+        raise ImproperlyConfigured(str(found[0]))
+
+
+def validate() -> None:
+    """Raise ImproperlyConfigured naming the first bad key of ``PRESCIENT``, its value and what
+    is allowed (the commands that run checks call it at start, before anything is claimed)."""
+    found = problems(getattr(settings, "PRESCIENT", {}))
+    if found:
+        raise ImproperlyConfigured(str(found[0]))

@@ -15,14 +15,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.urls import NoReverseMatch, reverse
 from django.utils.module_loading import import_string
 
-from .conf import DEFAULTS
+from .conf import DEFAULTS, problems
 from .engine.kind import registered_kinds
-from .states import Outcome
-
-MINUTES_PER_DAY = 24 * 60
-#: The longest history retention accepted (a hundred years; None keeps forever): much beyond it,
-#: the cut-off date would fall before year 1.
-MAX_RETENTION_DAYS = 36_500
 
 
 def _number(value: Any) -> bool:
@@ -31,56 +25,19 @@ def _number(value: Any) -> bool:
 
 @register(Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    errors: list[Any] = []
+    """Each value of ``PRESCIENT`` against the table of rules in conf.py (the one the first
+    read of a setting applies), then what no single value shows: importable error handler, and
+    a grace period between the heartbeat, the timeout and the stale period."""
     conf = getattr(settings, "PRESCIENT", {})
+    found = problems(conf)
+    errors: list[Any] = [Error(problem.message, hint=problem.got, id=problem.code) for problem in found]
     if not isinstance(conf, dict):
-        return [Error("settings.PRESCIENT must be a dict", hint=f"got {type(conf).__name__}", id="prescient.E001")]
-    for key in conf:
-        if key not in DEFAULTS:
-            errors.append(
-                Error(
-                    f"Unknown setting PRESCIENT[{key!r}]",
-                    hint="Known settings: " + ", ".join(sorted(DEFAULTS)),
-                    id="prescient.E002",
-                )
-            )
+        return errors
+    bad = {problem.key for problem in found}
     values = {**DEFAULTS, **conf}
-    slot = values["SLOT_MINUTES"]
-    if not isinstance(slot, int) or isinstance(slot, bool) or slot <= 0 or MINUTES_PER_DAY % slot:
-        errors.append(
-            Error(
-                "PRESCIENT['SLOT_MINUTES'] must be a whole number of minutes that divides a day",
-                hint=f"expected e.g. 1, 5, 15, 30 or 60; got {slot!r}",
-                id="prescient.E003",
-            )
-        )
-    for key in ("TIMEOUT_SECONDS", "HORIZON_DAYS"):
-        if not _number(values[key]) or values[key] <= 0:
-            errors.append(
-                Error(f"PRESCIENT[{key!r}] must be a positive number", hint=f"got {values[key]!r}", id="prescient.E004")
-            )
-    for key in ("MAX_CHECKS", "MAX_RETRIES", "RECENT_ERRORS"):
-        if not isinstance(values[key], int) or isinstance(values[key], bool) or values[key] < 0:
-            errors.append(
-                Error(
-                    f"PRESCIENT[{key!r}] must be a whole number >= 0", hint=f"got {values[key]!r}", id="prescient.E005"
-                )
-            )
-    batch = values["BATCH_SIZE"]
-    if not isinstance(batch, int) or isinstance(batch, bool) or batch <= 0:
-        errors.append(
-            Error("PRESCIENT['BATCH_SIZE'] must be a whole number > 0", hint=f"got {batch!r}", id="prescient.E006")
-        )
     stale = values["STALE_AFTER_SECONDS"]
-    if stale is not None and (not _number(stale) or stale <= 0):
-        errors.append(
-            Error(
-                "PRESCIENT['STALE_AFTER_SECONDS'] must be None or a positive number",
-                hint=f"got {stale!r}",
-                id="prescient.E007",
-            )
-        )
-    elif stale is not None and _number(values["TIMEOUT_SECONDS"]) and stale <= values["TIMEOUT_SECONDS"]:
+    timeout = values["TIMEOUT_SECONDS"]
+    if stale is not None and _number(stale) and _number(timeout) and stale <= timeout:
         errors.append(
             Warning(
                 "PRESCIENT['STALE_AFTER_SECONDS'] is not longer than TIMEOUT_SECONDS",
@@ -88,19 +45,6 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 id="prescient.W001",
             )
         )
-    for key in ("WORKER_PREFETCH", "CHILD_MEMORY_MB", "CHILD_MAX_RUNS"):
-        value, least = values[key], (0 if key == "WORKER_PREFETCH" else 1)
-        if (value is not None or key == "WORKER_PREFETCH") and (
-            not isinstance(value, int) or isinstance(value, bool) or value < least
-        ):
-            errors.append(
-                Error(
-                    f"PRESCIENT[{key!r}] must be a whole number >= {least}"
-                    + ("" if key == "WORKER_PREFETCH" else " or None"),
-                    hint=f"got {value!r}",
-                    id="prescient.E009",
-                )
-            )
     heartbeat = values["WORKER_HEARTBEAT_SECONDS"]
     stale_period = stale if _number(stale) else (
         values["TIMEOUT_SECONDS"] + 60 if _number(values["TIMEOUT_SECONDS"]) else None
@@ -116,55 +60,17 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 id="prescient.W002",
             )
         )
-    errors.extend(_check_retention(values["HISTORY_RETENTION_DAYS"]))
-    try:
-        handler = import_string(values["ERROR_HANDLER"])
-        if not callable(handler):
-            raise TypeError("not callable")
-    except (ImportError, TypeError, ValueError) as exc:
-        errors.append(
-            Error(
-                f"PRESCIENT['ERROR_HANDLER'] {values['ERROR_HANDLER']!r} cannot be used: {exc}",
-                hint="give the dotted path of a callable(job, check, now)",
-                id="prescient.E008",
-            )
-        )
-    return errors
-
-
-def _check_retention(retention: Any) -> list[Any]:
-    """PRESCIENT['HISTORY_RETENTION_DAYS']: None, or {outcome or "*": whole days >= 0 or None}."""
-    key = "PRESCIENT['HISTORY_RETENTION_DAYS']"
-    if retention is None:
-        return []
-    if not isinstance(retention, dict):
-        return [
-            Error(
-                f"{key} must be None (keep history forever) or a dict of days per outcome",
-                hint=f'expected e.g. {{"completed": 14, "*": 90}}; got {retention!r}',
-                id="prescient.E010",
-            )
-        ]
-    errors: list[Any] = []
-    known = [*Outcome.values, "*"]
-    for outcome, days in retention.items():
-        if outcome not in known:
+    if "PRESCIENT['ERROR_HANDLER']" not in bad:
+        try:
+            handler = import_string(values["ERROR_HANDLER"])
+            if not callable(handler):
+                raise TypeError("not callable")
+        except (ImportError, TypeError, ValueError) as exc:
             errors.append(
                 Error(
-                    f"{key} names an unknown outcome {outcome!r}",
-                    hint="known outcomes: " + ", ".join(repr(name) for name in known),
-                    id="prescient.E011",
-                )
-            )
-        if days is not None and (
-            not isinstance(days, int) or isinstance(days, bool) or not 0 <= days <= MAX_RETENTION_DAYS
-        ):
-            errors.append(
-                Error(
-                    f"{key}[{outcome!r}] must be a whole number of days from 0 to {MAX_RETENTION_DAYS:,}, "
-                    "or None (kept forever)",
-                    hint=f"got {days!r}",
-                    id="prescient.E012",
+                    f"PRESCIENT['ERROR_HANDLER'] {values['ERROR_HANDLER']!r} cannot be used: {exc}",
+                    hint="give the dotted path of a callable(job, check, now)",
+                    id="prescient.E008",
                 )
             )
     return errors

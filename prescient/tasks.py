@@ -40,7 +40,7 @@ from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
 from prescient import slots
-from prescient.conf import setting
+from prescient.conf import setting, validate_options
 from prescient.engine import dependencies, store
 from prescient.engine.dependencies import ParentRef
 from prescient.kinds import tasks as kind
@@ -94,6 +94,11 @@ class PrescientBackend(BaseTaskBackend):
     supports_priority = True
     #: Tells prescient's task kind that a task using this backend may be run by its workers.
     is_prescient = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        # Created at the first use of the backend: a bad OPTION stops it there, checks run or not.
+        validate_options(alias, self.options)
 
     def validate_task(self, task: AnyTask) -> None:
         """Django's checks, ``run_after`` also as a timedelta, then register the task."""

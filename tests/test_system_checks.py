@@ -168,3 +168,58 @@ def test_autovacuum_check__reads_the_server_only_when_asked_for_the_database():
         setting = cursor.fetchone()[0]
     assert server_autovacuum(connection) == setting
     assert [w.id for w in found] == ([] if setting == "on" else ["prescient.W012"])
+
+
+# --- ranges that work (issue #28, item 3) -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "code"),
+    [
+        ("WORKER_HEARTBEAT_SECONDS", 0, "prescient.E013"),  # a busy loop of transactions
+        ("WORKER_HEARTBEAT_SECONDS", 0.1, "prescient.E013"),
+        ("WORKER_HEARTBEAT_SECONDS", "5", "prescient.E013"),
+        ("WORKER_POLL_SECONDS", 0, "prescient.E013"),
+        ("WORKER_GRACE_SECONDS", -1, "prescient.E013"),
+        ("CHILD_MEMORY_MB", 1, "prescient.E009"),  # the worker could not start its children
+        ("CHILD_MEMORY_MB", 64, "prescient.E009"),
+        ("CHILD_MAX_RUNS", 0, "prescient.E009"),
+        ("TIMEOUT_SECONDS", -1, "prescient.E004"),
+        ("TIMEOUT_SECONDS", float("nan"), "prescient.E004"),
+        ("TIMEOUT_SECONDS", 10**9, "prescient.E004"),
+        ("HORIZON_DAYS", 10**7, "prescient.E004"),  # beyond year 9999
+        ("BATCH_SIZE", 10**6, "prescient.E006"),
+        ("RECENT_ERRORS", 10**6, "prescient.E005"),
+        ("SLOT_MINUTES", 2880, "prescient.E003"),
+        ("ERROR_HANDLER", 42, "prescient.E008"),
+    ],
+)
+def test_values_out_of_a_working_range(settings, key, value, code):
+    settings.PRESCIENT = {key: value}
+    errors = check_settings()
+    assert ids(errors) == [code]
+    assert key in errors[0].msg and repr(value) in errors[0].hint
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("WORKER_HEARTBEAT_SECONDS", 0.5),
+        ("WORKER_POLL_SECONDS", 0.2),
+        ("WORKER_GRACE_SECONDS", 0),
+        ("CHILD_MEMORY_MB", 256),
+        ("CHILD_MEMORY_MB", None),
+        ("CHILD_MAX_RUNS", None),
+        ("TIMEOUT_SECONDS", 0.5),
+        ("SLOT_MINUTES", 1440),
+    ],
+)
+def test_values_at_the_edge_of_their_range_are_clean(settings, key, value):
+    settings.PRESCIENT = {key: value}
+    assert check_settings() == []
+
+
+def test_every_setting_has_a_rule():
+    from prescient.conf import DEFAULTS, RULES
+
+    assert sorted(RULES) == sorted(DEFAULTS)

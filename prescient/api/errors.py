@@ -1,5 +1,9 @@
 """One error shape for every 4xx (and 503) answer of the API.
 
+503 (with ``Retry-After``) means the database cannot be reached (an OperationalError or
+InterfaceError): retrying later helps. A value the database refuses (DataError) is a 400; a
+conflict (IntegrityError) a 409.
+
     {"status": 400, "code": "invalid", "message": "The request is not valid.",
      "fields": {"at": ["Give a UTC offset, e.g. 2026-11-22T10:00:00+00:00."]}}
 
@@ -14,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.db import DatabaseError, IntegrityError
+from django.db import DatabaseError, DataError, IntegrityError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 
@@ -187,7 +191,19 @@ def install(api: NinjaAPI) -> None:
         logger.warning("api: integrity error path=%s: %s", request.path, exc)
         return ApiError(409, "The change conflicts with another one; try again.")
 
-    @handle(DatabaseError)
-    def _database(request: HttpRequest, exc: DatabaseError) -> ApiError:
+    @handle(DataError)
+    def _data(request: HttpRequest, exc: DataError) -> ApiError:
+        # A value the database refused (out of range, too long): the request's fault, and
+        # retrying it will not help. The fields that can be are validated before this.
+        logger.warning("api: data error path=%s: %s", request.path, exc)
+        message = "A value is out of the range the database stores."
+        return ApiError(400, "The request is not valid.", {"body": [message]})
+
+    @handle(OperationalError)
+    def _unreachable(request: HttpRequest, exc: DatabaseError) -> ApiError:
         logger.warning("api: database error path=%s: %s", request.path, exc)
         return ApiError(503, "The database cannot be reached; try again later.", headers={"Retry-After": "5"})
+
+    @handle(InterfaceError)
+    def _dropped(request: HttpRequest, exc: DatabaseError) -> ApiError:
+        return _unreachable(request, exc)  # psycopg's "connection already closed"

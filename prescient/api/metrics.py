@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from django.db import DatabaseError
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -133,7 +133,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         body, content_type = exposition(db_now())
     except ApiError as error:
         return _error(error)
-    except DatabaseError as exc:
+    except (OperationalError, InterfaceError) as exc:  # unreachable; anything else is a bug: a 500
         logger.warning("metrics: database error: %s", exc)
         return _error(ApiError(503, "The database cannot be reached; try again later.", headers={"Retry-After": "5"}))
     return HttpResponse(body, content_type=content_type)

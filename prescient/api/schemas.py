@@ -48,6 +48,8 @@ def _text(value: str) -> str:
 
 #: A string the database can store.
 Text = Annotated[str, AfterValidator(_text)]
+#: A job's id: a positive integer that fits the bigint column (2**63 would be a database error).
+JobId = Annotated[StrictInt, Field(ge=1, le=2**63 - 1)]
 
 
 def _entity_key(value: Any) -> Any:
@@ -151,7 +153,7 @@ class TaskIn(Strict):
     replace: StrictBool = Field(
         False, description="When the job already exists, move its due time to the one given here."
     )
-    after: list[StrictInt] = Field(
+    after: list[JobId] = Field(
         default_factory=list, max_length=100,
         description="Ids of jobs (live or finished) this one runs after: it is `waiting` until they have all ended.",
     )

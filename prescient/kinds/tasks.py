@@ -35,6 +35,7 @@ from django.utils.translation import gettext
 from prescient import checks
 from prescient.checks import Check
 from prescient.cleaning import clean_text, unstorable
+from prescient.conf import option_problems
 from prescient.engine import runner
 from prescient.engine.decisions import Decision, failure
 from prescient.engine.kind import JobKind
@@ -58,14 +59,6 @@ BACKEND_PATH = "prescient.tasks.PrescientBackend"
 TASK_ENTITY = "prescient.task"
 #: Prefix of the check name of a task job: ``task:<module path>``.
 CHECK_PREFIX = "task:"
-#: The backend OPTIONS prescient reads, and what each must be.
-OPTIONS = {
-    "MAX_RETRIES": "a whole number >= 0",
-    "TIMEOUT_SECONDS": "a positive number",
-    "RETRY_DELAY_SECONDS": "a number >= 0",
-    "ROUND_TO_SLOT": "True or False",
-}
-
 #: Every task created with a PrescientBackend, by module path (the first one of each path).
 _tasks: dict[str, AnyTask] = {}
 
@@ -401,24 +394,6 @@ class TaskKind(JobKind):
 
 
 def _check_options(alias: str, options: Any) -> list[CheckMessage]:
-    where = f"TASKS[{alias!r}]['OPTIONS']"
-    if not isinstance(options, dict):
-        return [Error(f"{where} must be a dict", hint=f"got {type(options).__name__}", id="prescient.E020")]
-    errors: list[CheckMessage] = []
-    for key, value in options.items():
-        if key not in OPTIONS:
-            known = ", ".join(sorted(OPTIONS))
-            errors.append(
-                Error(f"Unknown option {where}[{key!r}]", hint=f"Known options: {known}", id="prescient.E021")
-            )
-            continue
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        valid = {
-            "MAX_RETRIES": isinstance(value, int) and not isinstance(value, bool) and value >= 0,
-            "TIMEOUT_SECONDS": number and value > 0,
-            "RETRY_DELAY_SECONDS": number and value >= 0,
-            "ROUND_TO_SLOT": isinstance(value, bool),
-        }[key]
-        if not valid:
-            errors.append(Error(f"{where}[{key!r}] must be {OPTIONS[key]}", hint=f"got {value!r}", id="prescient.E022"))
-    return errors
+    """By the table that the backend applies when it is created (conf.OPTIONS_RULES)."""
+    found = option_problems(alias, options)
+    return [Error(problem.message, hint=problem.got, id=problem.code) for problem in found]

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from prescient import conf
 
 
 def aware_datetime(text: str) -> datetime:
@@ -34,12 +41,26 @@ def positive_int(text: str) -> int:
 
 
 class PrescientCommand(BaseCommand):
-    """A prescient command: its reports (``say``) go to stdout unless ``-v 0``; errors still show."""
+    """A prescient command: its reports (``say``) go to stdout unless ``-v 0``; errors still show.
+
+    Before its work it validates the settings and makes sure prescient's tables exist: a
+    command on a database that was never migrated says so in one line and exits with status 1.
+    """
 
     verbosity = 1
+    #: Whether the command reads or writes prescient's tables (all of them do today).
+    needs_tables = True
 
     def execute(self, *args: Any, **options: Any) -> str | None:
         self.verbosity = int(options.get("verbosity", 1))
+        # At start, --skip-checks or not: a bad setting stops the command before it claims
+        # anything (TIMEOUT_SECONDS = -1 would crash a tick holding its claims).
+        try:
+            conf.validate()
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from exc
+        if self.needs_tables:
+            require_tables(DEFAULT_DB_ALIAS)
         return super().execute(*args, **options)
 
     def say(self, text: str) -> None:
@@ -47,3 +68,40 @@ class PrescientCommand(BaseCommand):
         if self.verbosity >= 1:
             self.stdout.write(text)
             self.stdout.flush()
+
+
+@contextlib.contextmanager
+def memory_cap(megabytes: int | None) -> Iterator[None]:
+    """Cap this process's address space (the soft ``RLIMIT_AS``) to ``megabytes`` while the
+    block runs, as a worker caps its children: an allocation over it raises MemoryError in the
+    check that made it. The previous cap comes back afterwards (the hard limit is left alone)."""
+    if not megabytes:
+        yield
+        return
+    import resource  # POSIX only; reached only when a cap is set
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = int(megabytes) * 1024 * 1024
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def require_tables(alias: str) -> None:
+    """Raise CommandError, one line, when prescient's tables are missing from database
+    ``alias`` (``migrate`` not run yet): on SQLite a worker would otherwise retry forever, on
+    PostgreSQL end in a traceback."""
+    wanted = {model._meta.db_table for model in apps.get_app_config("prescient").get_models()}
+    connection = connections[alias]
+    with connection.cursor() as cursor:
+        present = set(connection.introspection.table_names(cursor))
+    missing = sorted(wanted - present)
+    if missing:
+        raise CommandError(
+            f"the prescient tables are missing from database {alias!r} ({len(missing)} of {len(wanted)}, "
+            f"e.g. {missing[0]}): run python manage.py migrate"
+        )

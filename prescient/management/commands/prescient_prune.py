@@ -2,15 +2,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from prescient.clock import db_now
 from prescient.maintenance.history_pruner import BATCH_SIZE, expired, prune, retention
 
-from ._args import aware_datetime, positive_int
+from ._args import PrescientCommand, aware_datetime, positive_int
 
 
-class Command(BaseCommand):
+class Command(PrescientCommand):
     help = (
         "Delete the job history kept longer than PRESCIENT['HISTORY_RETENTION_DAYS'] allows, in short "
         "batches, as the upkeep of workers and ticks does a little at a time; prints what it removed per outcome."

@@ -3,10 +3,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from prescient import cron
 from prescient.models import Schedule
+
+from ._args import PrescientCommand
 
 
 def timing(schedule: Schedule) -> str:
@@ -14,7 +16,7 @@ def timing(schedule: Schedule) -> str:
     return cron.in_words(schedule.cron, schedule.every_seconds, schedule.timezone)
 
 
-class Command(BaseCommand):
+class Command(PrescientCommand):
     help = "List the recurring schedules with their next occurrence."
 
     def add_arguments(self, parser: CommandParser) -> None:

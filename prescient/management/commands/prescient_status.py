@@ -3,17 +3,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from prescient.status import snapshot
 
-from ._args import aware_datetime
+from ._args import PrescientCommand, aware_datetime
 
 #: Seconds of clock skew between a worker's host and the database above which status warns.
 CLOCK_SKEW_WARNING = 1.0
 
 
-class Command(BaseCommand):
+class Command(PrescientCommand):
     help = "Show counts per state, jobs due now, lateness, live workers and the last slot processed."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -4,9 +4,10 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
+from prescient.conf import setting
 from prescient.runtime.tick import tick
 
-from ._args import PrescientCommand, aware_datetime, positive_int
+from ._args import PrescientCommand, aware_datetime, memory_cap, positive_int
 
 
 class Command(PrescientCommand):
@@ -23,5 +24,7 @@ class Command(PrescientCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         # The watchdog ends this process (status 3) if a check will not stop at its timeout.
-        summary = tick(options["now"], batch_size=options["batch_size"], watchdog=True)
+        # The checks run in this process: CHILD_MEMORY_MB caps it as it caps a worker's child.
+        with memory_cap(setting("CHILD_MEMORY_MB")):
+            summary = tick(options["now"], batch_size=options["batch_size"], watchdog=True)
         self.say(summary.line())
