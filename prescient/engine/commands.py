@@ -181,3 +181,16 @@ def release(
             notify()  # released jobs may be overdue
     logger.info("released %s job(s) of %s", count, workflow if workflow is not None else f"job {job}")
     return count
+
+
+# --- cancel one job --------------------------------------------------------------------------
+
+
+def cancel_job(job: FutureJob | int, *, now: datetime | None = None) -> str:
+    """End one job with outcome ``cancelled``, as :func:`~prescient.engine.verbs.cancel` does
+    for an entity's check. Returns ``"ended"``, or ``"requested"`` when its run is in flight
+    (the job ends cancelled when the run returns)."""
+    now = _now(now)
+    with transaction.atomic():
+        store.links.lock_workflows_of_children([job.pk if isinstance(job, FutureJob) else job])  # before the job
+        return _end(_lock(job), Event.CANCEL, Outcome.CANCELLED, "cancelled", now)
