@@ -181,7 +181,7 @@ def test_backfill__schedules_matching_rows_with_a_progress_bar():
 
 def test_backfill__again_keeps_pending_jobs_and_says_so():
     things(2)
-    backfill("testapp.thing", "test.record", "--workflow", "w1")
+    backfill("testapp.thing", "test.record", "--workflow", "w1", "--create")
     out, _ = backfill("testapp.thing", "test.record")
     assert out == "prescient backfill: matched=2 scheduled=0 already_pending=2 check=test.record\n"
     assert set(FutureJob.objects.values_list("workflow", flat=True)) == {"w1"}

@@ -48,6 +48,17 @@ def test_pause__with_create_makes_a_paused_workflow_its_new_jobs_start_in(make_t
     assert run("prescient_release", "--workflow", "later") == "Released workflow 'later': 1 job(s) released.\n"
 
 
+def test_backfill__into_an_unknown_workflow_needs_create(make_thing):
+    make_thing()
+    with pytest.raises(CommandError, match=re.escape("Unknown workflow 'w1'")):
+        run("prescient_backfill", "testapp.Thing", "test.record", "--workflow", "w1")
+    assert not FutureJob.objects.exists()
+    run("prescient_backfill", "testapp.Thing", "test.record", "--workflow", "w1", "--create")
+    assert set(FutureJob.objects.values_list("workflow", flat=True)) == {"w1"}
+    with pytest.raises(CommandError, match="--create makes a workflow"):
+        run("prescient_backfill", "testapp.Thing", "test.record", "--create")
+
+
 def test_pause__create_needs_a_workflow(make_job):
     job = make_job()
     with pytest.raises(CommandError, match="--create makes a workflow: give it with --workflow"):
