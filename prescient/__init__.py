@@ -25,6 +25,7 @@ from .exceptions import (
     PrescientError,
     UnknownCheck,
     UnknownParent,
+    UnknownWorkflow,
 )
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ __all__ = [
     "PrescientError",
     "UnknownCheck",
     "UnknownParent",
+    "UnknownWorkflow",
     "cancel",
     "check",
     "enqueue_after",

@@ -164,11 +164,11 @@ def get_check(ref: str | Callable[..., Any] | Check) -> Check:
         entry = getattr(ref, "prescient_check", None)
         if isinstance(entry, Check) and _registry.get(entry.name) is entry:
             return entry
-        raise UnknownCheck(_identity(ref))
+        raise UnknownCheck(_identity(ref), _registry)
     try:
         return _registry[ref]
     except (KeyError, TypeError):
-        raise UnknownCheck(ref) from None
+        raise UnknownCheck(ref, _registry) from None
 
 
 def registered() -> Iterator[Check]:

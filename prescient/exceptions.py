@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any
+
+
+def closest(name: object, known: Iterable[str], count: int = 3) -> list[str]:
+    """The known names most like ``name`` (a typo's likely intent), best first."""
+    if not isinstance(name, str) or not name:
+        return []
+    return difflib.get_close_matches(name, sorted(set(known)), n=count, cutoff=0.75)
+
+
+def did_you_mean(suggestions: list[str]) -> str:
+    """`` Did you mean 'a' or 'b'?`` (with a leading space), or "" when there is nothing close."""
+    if not suggestions:
+        return ""
+    quoted = [repr(s) for s in suggestions]
+    words = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+    return f" Did you mean {words}?"
 
 
 class PrescientError(Exception):
@@ -10,13 +28,30 @@ class PrescientError(Exception):
 
 
 class UnknownCheck(PrescientError, ValueError):
-    """A check name (or function) that no code registered."""
+    """A check name (or function) that no code registered. ``suggestions``: the registered
+    names closest to it."""
 
-    def __init__(self, name: object) -> None:
+    def __init__(self, name: object, known: Iterable[str] = ()) -> None:
         self.name = name
-        super().__init__(
-            f"Unknown check {name!r}: register it with @prescient.check({name!r}, ...) "
+        self.suggestions = closest(name, known)
+        hint = did_you_mean(self.suggestions) or (
+            f" Register it with @prescient.check({name!r}, ...) "
             "in code that is imported at startup (e.g. <app>/prescient_checks.py)."
+        )
+        super().__init__(f"Unknown check {name!r}.{hint}")
+
+
+class UnknownWorkflow(PrescientError, LookupError):
+    """A workflow name that no job, schedule or earlier pause uses (a typo, most often).
+    ``suggestions``: the known names closest to it."""
+
+    def __init__(self, name: object, known: Iterable[str] = ()) -> None:
+        self.name = name
+        self.suggestions = closest(name, known)
+        hint = did_you_mean(self.suggestions) or " No job or schedule uses it."
+        super().__init__(
+            f"Unknown workflow {name!r}.{hint} To make a new workflow on purpose, pass "
+            "create_workflow=True (--create on the command line)."
         )
 
 

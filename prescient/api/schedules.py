@@ -21,7 +21,7 @@ from ninja.params import functions as params
 from .. import cron
 from ..conf import setting
 from ..engine import recurring
-from ..exceptions import InvalidSchedule
+from ..exceptions import InvalidSchedule, closest, did_you_mean
 from ..models import Schedule
 from ..schedules import check_spec
 from .auth import ADD_SCHEDULE, CHANGE_SCHEDULE, DELETE_SCHEDULE, VIEW_SCHEDULE, Principal, caller, needs
@@ -69,7 +69,8 @@ def _schedule(principal: Principal, name: str) -> Schedule:
     """The schedule ``name`` if the caller may see it; a 404 otherwise (out of scope included)."""
     row = _scoped(Schedule.objects.filter(name=name), principal).first()
     if row is None:
-        raise not_found(f"There is no schedule named {name!r}.")
+        known = _scoped(Schedule.objects.all(), principal).values_list("name", flat=True)[:10_000]
+        raise not_found(f"There is no schedule named {name!r}.{did_you_mean(closest(name, known))}")
     return row
 
 
@@ -131,7 +132,7 @@ def create_schedule(request: HttpRequest, payload: ScheduleIn) -> Any:
         if existing.declared:
             raise ApiError(409, f"The schedule {payload.name!r} is declared in code (@prescient.periodic); change "
                                 "its declaration.")
-    check = _registered(payload.check)
+    check = _registered(payload.check, principal)
     instance = _entity(check, payload.entity.model, payload.entity.key)
     timing = _timing(payload)
     try:

@@ -23,9 +23,9 @@ from ninja.parser import Parser
 from .. import __version__
 from ..checks import Check, get_check
 from ..conf import setting, stale_after_seconds
-from ..engine import verbs
-from ..exceptions import InvalidDependency, InvalidTime, UnknownCheck, UnknownParent
-from ..models import FutureJob, JobHistory, Worker, Workflow
+from ..engine import verbs, workflows
+from ..exceptions import InvalidDependency, InvalidTime, UnknownCheck, UnknownParent, closest, did_you_mean
+from ..models import FutureJob, JobHistory, Worker
 from ..states import State
 from . import errors
 from .auth import ADD, CHANGE, VIEW, VIEW_HISTORY, Principal, caller, needs
@@ -127,11 +127,14 @@ def _fresh(pk: int) -> FutureJob:
     return job
 
 
-def _registered(name: str) -> Check:
+def _registered(name: str, principal: Principal) -> Check:
     try:
         return get_check(name)
-    except UnknownCheck:
-        raise invalid("check", f"Unknown check {name!r}.") from None
+    except UnknownCheck as exc:
+        # Only names the caller may act on are suggested: a scoped token learns no others.
+        scope = principal.scope()
+        known = [s for s in exc.suggestions if scope is None or s in scope]
+        raise invalid("check", f"Unknown check {name!r}.{did_you_mean(known)}") from None
 
 
 def _entity(check: Check, model_label: str, key: str) -> models.Model:
@@ -209,7 +212,7 @@ def create_task(request: HttpRequest, payload: TaskIn) -> Any:
         raise forbidden(f"This token may not act on the check {payload.check!r}.", field="check")
     if payload.replace:
         principal.require(CHANGE)  # replace moves a pending job: that is a change
-    check = _registered(payload.check)
+    check = _registered(payload.check, principal)
     instance = _entity(check, payload.entity.model, payload.entity.key)
     at, delay = _first_due(payload)
     now = timezone.now()
@@ -278,8 +281,8 @@ def _workflow_caller(request: HttpRequest, name: str) -> Principal:
         )
     if not name.strip():
         raise invalid("name", "Give a workflow name.")
-    if not (Workflow.objects.filter(name=name).exists() or FutureJob.objects.filter(workflow=name).exists()):
-        raise ApiError(404, f"There is no workflow named {name!r}.")
+    if not workflows.exists(name):
+        raise ApiError(404, f"There is no workflow named {name!r}.{did_you_mean(closest(name, workflows.names()))}")
     return principal
 
 

@@ -14,7 +14,7 @@ from prescient.exceptions import InvalidTime, InvalidTransition
 from prescient.models import FutureJob
 from prescient.states import Event, Outcome, State
 
-from . import store
+from . import store, workflows
 from .store import notify
 from .sweep import definition_of
 from .targets import _end, _lock, _now, _slot_minutes
@@ -134,7 +134,11 @@ def _one_of(workflow: str | None, job: FutureJob | int | None) -> None:
 
 
 def pause(
-    *, workflow: str | None = None, job: FutureJob | int | None = None, now: datetime | None = None
+    *,
+    workflow: str | None = None,
+    job: FutureJob | int | None = None,
+    create_workflow: bool = False,
+    now: datetime | None = None,
 ) -> int:
     """Pause a workflow (and every job in it) or one job; returns how many jobs became paused.
 
@@ -142,6 +146,10 @@ def pause(
     taken back from their claims; running ones go on and are marked paused. Each job
     remembers its last state for :func:`release`. Idempotent. Pausing one job whose state does
     not allow it (buried) raises InvalidTransition; a workflow's buried jobs are left alone.
+
+    A workflow no job or schedule uses raises UnknownWorkflow (naming the closest known ones)
+    unless ``create_workflow=True``: then it is made, paused, and jobs scheduled into it later
+    start paused.
     """
     now = _now(now)
     _one_of(workflow, job)
@@ -149,6 +157,8 @@ def pause(
         if workflow is None:
             count = _pause_job(job)  # type: ignore[arg-type]
         else:
+            if not create_workflow:
+                workflows.require(workflow)
             store.lock_workflow(workflow, for_update=True)
             count = store.pause_workflow(workflow, now)
             if count:
@@ -163,7 +173,8 @@ def release(
     """Return paused jobs to their last state; returns how many were released. Idempotent.
 
     Jobs paused while scheduled become scheduled (overdue ones run at the next tick); jobs
-    paused while their run was in flight go back to running and are not started again.
+    paused while their run was in flight go back to running and are not started again. A
+    workflow no job or schedule uses raises UnknownWorkflow (naming the closest known ones).
     """
     _now(now)
     _one_of(workflow, job)
@@ -171,9 +182,23 @@ def release(
         if workflow is None:
             count = _release_job(job)  # type: ignore[arg-type]
         else:
+            workflows.require(workflow)
             store.lock_workflow(workflow, for_update=True)
             count = store.release_workflow(workflow)
         if count:
             notify()  # released jobs may be overdue
     logger.info("released %s job(s) of %s", count, workflow if workflow is not None else f"job {job}")
     return count
+
+
+# --- cancel one job --------------------------------------------------------------------------
+
+
+def cancel_job(job: FutureJob | int, *, now: datetime | None = None) -> str:
+    """End one job with outcome ``cancelled``, as :func:`~prescient.engine.verbs.cancel` does
+    for an entity's check. Returns ``"ended"``, or ``"requested"`` when its run is in flight
+    (the job ends cancelled when the run returns)."""
+    now = _now(now)
+    with transaction.atomic():
+        store.links.lock_workflows_of_children([job.pk if isinstance(job, FutureJob) else job])  # before the job
+        return _end(_lock(job), Event.CANCEL, Outcome.CANCELLED, "cancelled", now)

@@ -15,6 +15,7 @@ the current slot. Each not run is counted as ``missed``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -24,7 +25,7 @@ from django.utils import timezone
 
 from prescient import cron, recurrence, slots
 from prescient.conf import setting
-from prescient.exceptions import PrescientError
+from prescient.exceptions import PrescientError, closest, did_you_mean
 from prescient.models import Schedule
 from prescient.recurrence import Spec
 
@@ -37,11 +38,12 @@ MAX_OCCURRENCES = 10_000
 
 
 class ScheduleNotFound(PrescientError, LookupError):
-    """No schedule of that name."""
+    """No schedule of that name. ``suggestions``: the known names closest to it."""
 
-    def __init__(self, name: object) -> None:
+    def __init__(self, name: object, known: Iterable[str] = ()) -> None:
         self.name = name
-        super().__init__(f"No schedule named {name!r}")
+        self.suggestions = closest(name, known)
+        super().__init__(f"No schedule named {name!r}.{did_you_mean(self.suggestions)}".rstrip("."))
 
 
 @dataclass
@@ -122,7 +124,7 @@ def run_next_now(name: str, *, now: datetime | None = None) -> Schedule:
 def _get(name: str) -> Schedule:
     row = Schedule.objects.filter(name=name).first()
     if row is None:
-        raise ScheduleNotFound(name)
+        raise ScheduleNotFound(name, Schedule.objects.values_list("name", flat=True)[:10_000])
     return row
 
 

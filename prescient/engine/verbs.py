@@ -21,7 +21,7 @@ from prescient.models import FutureJob
 from prescient.states import Event, Outcome, State
 
 from . import bulk, dependencies, store
-from .commands import _set_due, kill, pause, release, run_now, sleep  # re-exported: the verbs are one API
+from .commands import _set_due, cancel_job, kill, pause, release, run_now, sleep  # re-exported: the verbs are one API
 from .dependencies import ParentRef
 from .store import notify
 from .targets import _end, _lock, _now, _slot_minutes, due_time, entity_ref  # noqa: F401 (used, re-exported)
@@ -250,6 +250,7 @@ def cancel(entity: models.Model, check: CheckRef, *, now: datetime | None = None
 
 
 __all__ = [
-    "CheckRef", "JobNotFound", "cancel", "due_time", "entity_ref", "kill", "pause", "release", "run_now", "schedule",
+    "CheckRef", "JobNotFound", "cancel", "cancel_job",
+    "due_time", "entity_ref", "kill", "pause", "release", "run_now", "schedule",
     "schedule_job", "schedule_many", "sleep",
 ]

@@ -173,7 +173,7 @@ def test_fuzz__near_valid_task_bodies_never_fail(
     operation = schema.find_operation_by_id("create_task")
 
     make_job("test.record", thing=things[0], state=State.RUNNING, reserved_by="w", reserved_at=datetime.now(UTC))
-    services.pause(workflow="paused")
+    services.pause(workflow="paused", create_workflow=True)
 
     now = datetime.now(UTC).replace(tzinfo=None)
     offsets = st.integers(min_value=-23 * 60 - 59, max_value=23 * 60 + 59).map(lambda m: timezone(timedelta(minutes=m)))

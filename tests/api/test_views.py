@@ -814,3 +814,13 @@ def test_token_admin__staff_see_and_revoke_only_their_own_tokens(user):
     assert client.get(f"/admin/prescient/apitoken/{theirs.pk}/change/").status_code == 302  # "doesn't exist"
     client.post("/admin/prescient/apitoken/", {"action": "revoke_tokens", "_selected_action": [mine.pk, theirs.pk]})
     assert list(ApiToken.objects.filter(revoked_at__isnull=False)) == [mine]
+
+
+def test_typos__unknown_workflow_and_check_name_the_closest(api, make_job, make_thing):
+    make_job("test.record", workflow="batch-7")
+    expected = "There is no workflow named 'batch-8'. Did you mean 'batch-7'?"
+    assert_error(api.post("workflows/batch-8/pause"), 404, message=re.escape(expected))
+    assert not Workflow.objects.filter(name="batch-8").exists()
+    response = api.post("tasks", task_body(make_thing(), check="test.recrod"))
+    expected = "Unknown check 'test.recrod'. Did you mean 'test.record'?"
+    assert_error(response, 400, ["check"], message=re.escape(expected))

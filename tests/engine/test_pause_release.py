@@ -120,7 +120,7 @@ def test_a_pause_during_a_tick__stops_the_claiming_of_the_workflows_other_jobs(m
 @pytest.mark.django_db
 def test_a_job_scheduled_into_a_paused_workflow__starts_paused(make_thing, t0, calls, during_run):
     check = during_run()
-    assert prescient.pause(workflow="w", now=t0) == 0  # no jobs yet: the workflow itself is paused
+    assert prescient.pause(workflow="w", create_workflow=True, now=t0) == 0  # no jobs yet: made, paused
     job = prescient.schedule(make_thing(), check, workflow="w", now=t0)
     unrelated = prescient.schedule(make_thing(), check, now=t0)
 
@@ -247,7 +247,8 @@ def test_pause_and_release__are_idempotent_and_return_counts(make_job, make_thin
     assert prescient.release(workflow="w", now=t0) == 2
     assert prescient.release(workflow="w", now=t0) == 0
     assert prescient.release(job=scheduled.pk, now=t0) == 0
-    assert prescient.release(workflow="never-paused", now=t0) == 0
+    with pytest.raises(prescient.UnknownWorkflow, match="Unknown workflow 'never-paused'"):
+        prescient.release(workflow="never-paused", now=t0)  # a typo, not a no-op
     assert live(scheduled).state == State.SCHEDULED
     assert (live(running).state, live(running).reserved_by) == (State.RUNNING, "tick:0:x")
     assert FutureJob.objects.filter(workflow="other", state=State.SCHEDULED).count() == 1

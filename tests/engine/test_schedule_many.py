@@ -82,7 +82,7 @@ def test_schedule_many__a_sliced_queryset_and_an_empty_one(t0):
 
 def test_schedule_many__into_a_paused_workflow_starts_paused(t0):
     things(2)
-    prescient.pause(workflow="returns", now=t0)
+    prescient.pause(workflow="returns", create_workflow=True, now=t0)
     assert prescient.schedule_many(Thing.objects.all(), "test.record", workflow="returns", now=t0) == 2
     assert set(FutureJob.objects.values_list("state", "last_state", "workflow")) == {
         (State.PAUSED, State.SCHEDULED, "returns")
@@ -181,7 +181,7 @@ def test_backfill__schedules_matching_rows_with_a_progress_bar():
 
 def test_backfill__again_keeps_pending_jobs_and_says_so():
     things(2)
-    backfill("testapp.thing", "test.record", "--workflow", "w1")
+    backfill("testapp.thing", "test.record", "--workflow", "w1", "--create")
     out, _ = backfill("testapp.thing", "test.record")
     assert out == "prescient backfill: matched=2 scheduled=0 already_pending=2 check=test.record\n"
     assert set(FutureJob.objects.values_list("workflow", flat=True)) == {"w1"}

@@ -1,42 +1,71 @@
-"""The shared shape of prescient_pause and prescient_release: a workflow or one job."""
+"""The shared shape of prescient_pause and prescient_release: a whole workflow (the workflow
+itself is paused: jobs scheduled into it later start paused), one job, or selected jobs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
 from prescient.exceptions import PrescientError
+from prescient.models import FutureJob
 
-from ._args import PrescientCommand, positive_int
+from ._select import Done, JobsCommand, known_workflow
 
 
-class SteerCommand(PrescientCommand):
-    """Calls ``verb(workflow=…, job=…)`` and reports the count in ``past`` tense."""
+class SteerCommand(JobsCommand):
+    """``--workflow`` alone steers the workflow; otherwise each selected job."""
 
-    verb: Callable[..., int]
-    past = ""  # "Paused" / "Released"
     unchanged = ""  # what to say when one job needed no change
-    workflow_help = ""
-    job_help = ""
+    can_create = False  # whether --create may make a new workflow (pause: its jobs start paused)
+    missing_selection = (
+        "one of the arguments --workflow --id is required (or select jobs with --entity, --check or --state)"
+    )
 
-    def add_arguments(self, parser: CommandParser) -> None:
-        which = parser.add_mutually_exclusive_group(required=True)
-        which.add_argument("--workflow", help=self.workflow_help)
-        which.add_argument("--id", type=positive_int, dest="job_id", metavar="ID", help=self.job_help)
+    def add_verb_arguments(self, parser: CommandParser) -> None:
+        if self.can_create:
+            parser.add_argument(
+                "--create", action="store_true",
+                help="Make the workflow if no job or schedule uses it yet (else an unknown name is an error).",
+            )
+
+    def workflow_verb(self, name: str, options: dict[str, Any]) -> int:
+        raise NotImplementedError
+
+    def job_verb(self, job_id: int, options: dict[str, Any]) -> int:
+        raise NotImplementedError
+
+    def check_options(self, options: dict[str, Any]) -> None:
+        if self.can_create and options["create"] and options["workflow"] is None:
+            raise CommandError("--create makes a workflow: give it with --workflow")
+
+    def act(self, job: FutureJob, now: datetime, options: dict[str, Any]) -> str:
+        return "changed" if self.job_verb(job.pk, {**options, "now": now}) else "unchanged"
 
     def handle(self, *args: Any, **options: Any) -> None:
-        workflow, job_id = options["workflow"], options["job_id"]
-        if workflow is not None and not workflow.strip():
-            raise CommandError("--workflow needs a name")
+        workflow = options["workflow"]
+        whole = workflow is not None and all(options[k] is None for k in ("entity", "check", "state"))
+        if not whole or options["dry_run"]:  # a dry run lists the jobs that would change
+            return super().handle(*args, **options)
+        self.check_options(options)
+        known_workflow(workflow, create=self.can_create and options["create"])
         try:
-            count = type(self).verb(workflow=workflow, job=job_id)
+            count = self.workflow_verb(workflow, options)
         except PrescientError as exc:
             raise CommandError(str(exc)) from exc
-        if workflow is not None:
-            self.say(f"{self.past} workflow {workflow!r}: {count} job(s) {self.past.lower()}.")
-        elif count:
-            self.say(f"{self.past} job {job_id}.")
+        if options["json"]:
+            self.emit({"workflow": workflow, "paused": self.infinitive == "pause", "changed": count})
         else:
-            self.say(f"Job {job_id} {self.unchanged}.")
+            self.say(f"{self.past} workflow {workflow!r}: {count} job(s) {self.past.lower()}.")
+
+    def filters(self, options: dict[str, Any]) -> dict[str, Any]:
+        if options["workflow"] is not None and self.can_create and options["create"]:
+            found = super().filters({**options, "workflow": None})
+            return {**found, "workflow": known_workflow(options["workflow"], create=True)}
+        return super().filters(options)
+
+    def single_line(self, row: Done) -> str:
+        if row.result == "changed":
+            return f"{self.past} job {row.id}."
+        return f"Job {row.id} {self.unchanged}."

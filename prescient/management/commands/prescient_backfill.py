@@ -18,6 +18,7 @@ from prescient.exceptions import PrescientError
 from prescient.models import FutureJob
 
 from ._args import PrescientCommand, aware_datetime, positive_int
+from ._select import known_workflow
 
 
 def seconds(text: str) -> int:
@@ -86,11 +87,16 @@ class Command(PrescientCommand):
         when = parser.add_mutually_exclusive_group()
         when.add_argument("--delay-seconds", type=seconds, default=None, help="Due this many seconds from now.")
         when.add_argument("--at", type=aware_datetime, default=None, help="Due at this time (ISO 8601 with offset).")
-        parser.add_argument("--workflow", default="", help="Put the jobs in this workflow.")
+        parser.add_argument("--workflow", default="", help="Put the jobs in this workflow (known, or --create).")
+        parser.add_argument("--create", action="store_true", help="Make the workflow if nothing uses it yet.")
         parser.add_argument("--batch-size", type=positive_int, default=1000, help="Rows written per statement.")
         parser.add_argument("--dry-run", action="store_true", help="Count what would be scheduled; write nothing.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["create"] and not options["workflow"]:
+            raise CommandError("--create makes a workflow: give it with --workflow")
+        if options["workflow"]:
+            known_workflow(options["workflow"], create=options["create"])  # a typo must not make one
         try:
             entry = get_check(options["check"])
         except PrescientError as exc:
