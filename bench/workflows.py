@@ -51,7 +51,7 @@ def fanout(res: Results, sizes: dict[str, Any]) -> None:
         children = Item.objects.filter(pk__lte=count)
         assert prescient.schedule_many(children, END, at=due, after=[parent], now=now, batch_size=5000) == count
         vacuum("prescient_futurejob", "prescient_jobhistory")
-        [claimed] = store.claim(now, 10, "tick:0:bench-parent")
+        [claimed] = store.claim(now, 10, "tick:0:bench-parent", start=True)  # its run started
         decision = Decision(job=claimed, event=Event.FINISH, outcome=Outcome.COMPLETED, ran=True)
 
         def parent_ends_then_children_run(decision: Decision = decision, now: datetime = now) -> TickSummary:
