@@ -38,20 +38,28 @@ def main() -> int:
 
         call_command("migrate", verbosity=0)
         table = FutureJob._meta.db_table
+        now = datetime.now(UTC)
+        FutureJob.objects.create(
+            entity_name="bench.item", entity_key="0", job_exec="later", first_check_at=now, next_check_at=now,
+            created_at=now,
+        )
+        # A million copies of that one row, each its own entity; the first 1,000 due an hour ago
+        # over three priorities, the rest due later, one a second.
+        overrides = {
+            "entity_key": "g::text",
+            "job_exec": "CASE WHEN g <= 1000 THEN 'due' ELSE 'later' END",
+            "next_check_at": "now() + CASE WHEN g <= 1000 THEN interval '-1 hour' ELSE (g || ' seconds')::interval END",
+            "priority": "CASE WHEN g <= 1000 THEN g % 3 * 5 ELSE 0 END",
+        }
+        columns = [f.column for f in FutureJob._meta.concrete_fields if not f.primary_key]
+        values = [overrides.get(column, f'"{column}"') for column in columns]
         with connection.cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {table} (entity_name, entity_key, job_exec, kind, state, last_state, first_check_at, "
-                "next_check_at, created_at, check_count, run_count, failure_count, total_run_seconds, last_error, "
-                "recent_errors, reserved_by, payload, workflow, queue, priority, end_requested, end_reason, "
-                "checkpoint_data, has_dependants) "
-                "SELECT 'bench.item', g::text, CASE WHEN g <= 1000 THEN 'due' ELSE 'later' END, 'check', "
-                "'scheduled', '', now(), now() + CASE WHEN g <= 1000 THEN interval '-1 hour' "
-                "ELSE (g || ' seconds')::interval END, now(), 0, 0, 0, 0, '', '[]', '', 'null', '', '', "
-                "CASE WHEN g <= 1000 THEN g % 3 * 5 ELSE 0 END, '', '', 'null', false "
-                "FROM generate_series(1, 1000000) g"
+                f"INSERT INTO {table} ({', '.join(f'{chr(34)}{c}{chr(34)}' for c in columns)}) "
+                f"SELECT {', '.join(values)} FROM {table}, generate_series(1, 1000000) g"
             )
+            cursor.execute(f"DELETE FROM {table} WHERE entity_key = '0'")
             cursor.execute(f"ANALYZE {table}")
-        now = datetime.now(UTC)
         ctes, pick, params = claims._pick(now, 100, None)
         sql = f"WITH RECURSIVE {ctes}picked (pk) AS MATERIALIZED ({pick}) SELECT count(*) FROM picked"
         with transaction.atomic():
