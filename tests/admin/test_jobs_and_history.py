@@ -104,6 +104,16 @@ def test_job_changelist__shows_state_overdue_and_checks_used(admin_client, make_
     assert "Scheduled</span>" in content
 
 
+def test_job_changelist__a_reserved_job_has_its_badge_and_its_filter(admin_client, make_job):
+    reserved = make_job(state=State.RESERVED, reserved_by="worker:w/1/1", reserved_at=timezone.now())
+    make_job()
+    content = admin_client.get(CHANGELIST).content.decode()
+    assert "Reserved</span>" in content
+    assert "?state__exact=reserved" in content, "the state filter offers reserved"
+    filtered = admin_client.get(CHANGELIST, {"state__exact": "reserved"})
+    assert [job.pk for job in filtered.context["cl"].result_list] == [reserved.pk]
+
+
 def test_job_changelist__a_paused_job_past_its_time_is_paused_not_overdue(admin_client, make_job):
     make_job(state=State.PAUSED, last_state=State.SCHEDULED, next_check_at=timezone.now() - timedelta(hours=2))
     content = admin_client.get(CHANGELIST).content.decode()

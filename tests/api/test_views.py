@@ -529,6 +529,15 @@ def test_kill__a_job_in_flight_is_requested(api, make_job):
     assert api.get(f"tasks/{job.pk}").json()["end_requested"] == "killed"
 
 
+def test_a_reserved_job__is_listed_as_reserved_and_a_kill_ends_it_at_once(api, make_job):
+    job = make_job("test.record", state=State.RESERVED, reserved_by="w/1/1", reserved_at=timezone.now())
+    listed = api.get("tasks", state="reserved").json()["items"]
+    assert [(item["id"], item["state"]) for item in listed] == [(job.pk, "reserved")]
+    assert api.get(f"tasks/{job.pk}").json()["state"] == "reserved"
+    assert api.post(f"tasks/{job.pk}/kill", {"reason": "stop"}).json() == {"id": job.pk, "result": "ended"}
+    assert JobHistory.objects.get(job_id=job.pk).outcome == Outcome.KILLED
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
