@@ -8,7 +8,9 @@ rows. River's ``internal/maintenance`` and Oban's plugins are the models.
 
 A duty runs in one transaction (holding its lock) unless it says it commits as it goes
 (``own_transactions``): then its lock is the session's, and each of its statements is a short
-transaction of its own (the history pruner's batches).
+transaction of its own (the history pruner's batches). A command that does a duty's work by hand
+takes the same lock (:func:`lock_name`), waiting for it: ``prescient_prune`` and the pruners of
+running workers never delete side by side.
 
 Built in: :mod:`.rescuer` (stale claims: reclaimed or buried), :mod:`.waiters` (waiting jobs
 whose parents ended but were missed), :mod:`.worker_pruner` (rows of workers stopped long
@@ -33,7 +35,12 @@ from prescient.engine.sweep import survey as take_survey
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Service", "register", "register_builtin", "registered_services", "run_due"]
+__all__ = ["Service", "lock_name", "register", "register_builtin", "registered_services", "run_due"]
+
+
+def lock_name(duty: str) -> str:
+    """The name of the advisory lock the duty ``duty`` runs under (see the module's docs)."""
+    return f"maintenance:{duty}"
 
 
 class Service:
@@ -106,7 +113,7 @@ def run_due(now: datetime, *, survey: Survey | None = None) -> dict[str, int]:
             continue
         service.last_run = time.monotonic()
         hold = not service.own_transactions
-        with store.exclusive(f"maintenance:{service.name}", hold_transaction=hold) as mine:
+        with store.exclusive(lock_name(service.name), hold_transaction=hold) as mine:
             if not mine:
                 logger.debug("upkeep %s: another process is running it", service.name)
                 continue
