@@ -10,6 +10,7 @@ from django.db import DataError, IntegrityError, ProgrammingError, connection, t
 from django.db.models import F
 
 from prescient import states
+from prescient.cleaning import clean_text
 from prescient.exceptions import InvalidTransition
 from prescient.models import FutureJob, JobHistory
 from prescient.states import END, Event, Outcome, State
@@ -73,7 +74,7 @@ def _settle_refused(decision: Decision, token: str, now: datetime, summary: Tick
     if job is None:
         summary.counts[DISCARDED] += 1
         return
-    error = f"{type(exc).__name__}: the database refused this run's result: {exc}"
+    error = clean_text(f"{type(exc).__name__}: the database refused this run's result: {exc}")
     logger.error("job id=%s %s", job.pk, error)
     record_error(job, error, now)
     job.failure_count += 1
