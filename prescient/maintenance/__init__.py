@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 from typing import ClassVar
@@ -58,6 +59,9 @@ class Service:
 
     def __init__(self) -> None:
         self.last_run = time.monotonic() - (self.interval if self.due_at_start else 0.0)
+        #: What its last run did, by word, when a number of rows does not say it (the rescuer:
+        #: reclaimed, handed_back, buried, slept, ended); :func:`run_due` passes it on.
+        self.said: Counter[str] = Counter()
 
     def is_due(self, survey: Survey) -> bool:
         """Whether to run now, given the pass's survey (by default: once per ``interval``)."""
@@ -97,9 +101,10 @@ def register_builtin() -> None:
             register(service)
 
 
-def run_due(now: datetime, *, survey: Survey | None = None) -> dict[str, int]:
+def run_due(now: datetime, *, survey: Survey | None = None, said: Counter[str] | None = None) -> dict[str, int]:
     """Run every duty that is due as of ``now``; returns ``{name: rows dealt with}`` of those
-    that ran. ``survey``: the pass's survey, if it has one (else one is taken)."""
+    that ran. ``survey``: the pass's survey, if it has one (else one is taken). ``said``: what
+    the duties that ran did, by word (:attr:`Service.said`), is added to it."""
     if survey is None:
         survey = take_survey(now)
     done: dict[str, int] = {}
@@ -117,5 +122,8 @@ def run_due(now: datetime, *, survey: Survey | None = None) -> dict[str, int]:
             if not mine:
                 logger.debug("upkeep %s: another process is running it", service.name)
                 continue
+            service.said = Counter()
             done[service.name] = service.run_once(now)
+            if said is not None:
+                said.update(service.said)
     return done
