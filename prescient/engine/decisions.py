@@ -46,6 +46,11 @@ class Decision:
     seconds: float = 0.0
     #: Whether the job's own code was called (a run is counted only then).
     ran: bool = False
+    #: Why the run ends the job, kept as its history row's ``reason`` (a horizon's asked time, an
+    #: error handler that gave up and said why in ``job.end_reason``).
+    reason: str = ""
+    #: Outcome ``horizon``: the next check the check asked for (the history's ``asked_check_at``).
+    asked_check_at: datetime | None = None
 
 
 @dataclass
@@ -96,6 +101,7 @@ def failure(decision: Decision, definition: Check | None, error: str, now: datet
     retry_at = handler(job, definition, now)
     if retry_at is None:
         decision.event, decision.outcome = Event.FINISH, Outcome.FAILED
+        decision.reason = job.end_reason  # a handler may say why it gave up (error_rate does)
     else:
         decision.event = Event.RETRY
         # The handler's time is kept as it is: the built-in handlers round to slots themselves.
