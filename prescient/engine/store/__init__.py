@@ -148,16 +148,15 @@ def pause_workflow(name: str, now: datetime) -> int:
 
 
 def release_workflow(name: str) -> int:
-    """Unpause workflow ``name`` and return its paused jobs to their last state; returns how
-    many moved (call with the workflow row locked)."""
+    """Unpause workflow ``name`` and return its paused jobs to their last state (and drop the
+    pause its waiting jobs keep for when they are unblocked); returns how many moved (call with
+    the workflow row locked)."""
     Workflow.objects.filter(name=name).update(paused_at=None)
-    return (
-        FutureJob.objects.of_workflow(name)
-        .filter(state=State.PAUSED)
-        .update(
-            state=Coalesce(NullIf(F("last_state"), Value("")), Value(State.SCHEDULED.value)),
-            last_state="",
-        )
+    jobs = FutureJob.objects.of_workflow(name)
+    held = jobs.filter(state=State.WAITING, last_state=State.PAUSED).update(last_state="")
+    return held + jobs.filter(state=State.PAUSED).update(
+        state=Coalesce(NullIf(F("last_state"), Value("")), Value(State.SCHEDULED.value)),
+        last_state="",
     )
 
 
