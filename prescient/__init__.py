@@ -16,6 +16,7 @@ from .checks import RELEASE, Check, check, get_check
 from .exceptions import (
     AlreadyRegistered,
     CheckTimeout,
+    ImmutableField,
     InvalidDependency,
     InvalidEntity,
     InvalidSchedule,
@@ -68,6 +69,7 @@ __all__ = [
     "AlreadyRegistered",
     "Check",
     "CheckTimeout",
+    "ImmutableField",
     "InvalidDependency",
     "InvalidEntity",
     "InvalidSchedule",

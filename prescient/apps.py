@@ -11,9 +11,11 @@ class PrescientConfig(AppConfig):
 
     def ready(self) -> None:
         from . import system_checks  # noqa: F401  (registers the system checks)
+        from .immutable import install as keep_first_check_at
         from .kinds import register_builtin
         from .maintenance import register_builtin as register_upkeep
 
+        keep_first_check_at()  # job.save() cannot change a job's first_check_at
         register_builtin()
         register_upkeep()
         # Each installed app may declare its checks in <app>/prescient_checks.py.

@@ -102,6 +102,16 @@ class InvalidDependency(PrescientError, ValueError):
     """An ``after=`` or ``on_parent_failure=`` that cannot be used."""
 
 
+class ImmutableField(PrescientError, ValueError):
+    """A change to what a job keeps for life: its ``first_check_at`` (written when it is
+    scheduled) or its workflow (``schedule(..., replace=True)`` moves the due time only).
+    ``field`` names it, ``job_id`` the job. Nothing is written."""
+
+    def __init__(self, field: str, job_id: object, message: str) -> None:
+        self.field, self.job_id = field, job_id
+        super().__init__(message)
+
+
 class RunFailed(PrescientError):
     """A run that failed outside its own code: its process died or its worker was lost.
 

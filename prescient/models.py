@@ -71,9 +71,8 @@ class FutureJob(models.Model):
     )
     end_reason = models.TextField(_("end reason"), blank=True, default="")
     created_at = models.DateTimeField(_("created at"), editable=False)
-    # django.tasks jobs (see prescient.tasks); checks leave these at their defaults.
-    # Database defaults too: rows written without these columns (raw SQL, older code during a
-    # rolling deploy) are checks.
+    # django.tasks jobs (see prescient.tasks); checks leave these at their defaults. Database
+    # defaults too: rows written without these columns (raw SQL, older code mid-deploy) are checks.
     queue = models.CharField(_("queue"), max_length=100, blank=True, default="", db_default="")
     priority = models.SmallIntegerField(_("priority"), default=0, db_default=0)
     payload = models.JSONField(_("payload"), null=True, blank=True, help_text=_("A task's arguments and attempts."))
@@ -166,8 +165,9 @@ class JobHistory(models.Model):
     finished_at = models.DateTimeField(_("finished at"))
     last_error = models.TextField(_("last error"), blank=True, default="")
     reason = models.TextField(_("reason"), blank=True, default="")
-    # Database defaults too: rows written without these columns (raw SQL, older code during a
-    # rolling deploy) are checks.
+    #: Outcome ``horizon``: the next check the check asked for (``reason`` says why it was refused).
+    asked_check_at = models.DateTimeField(_("check asked for"), null=True, blank=True)
+    # Database defaults too: rows written without these columns (raw SQL, older code) are checks.
     queue = models.CharField(_("queue"), max_length=100, blank=True, default="", db_default="")
     priority = models.SmallIntegerField(_("priority"), default=0, db_default=0)
     payload = models.JSONField(

@@ -4,7 +4,8 @@ A handler is called as ``handler(job, check, now)`` after a failed run, with
 ``job.failure_count`` and ``job.recent_errors`` already including that failure (``check`` is
 ``None`` when the check is no longer registered). It returns when to try again (an aware
 datetime, kept as it is: the built-ins round it to a slot with :mod:`prescient.slots`) or
-``None`` to end the job with outcome ``failed``.
+``None`` to end the job with outcome ``failed``; a handler that gives up may say why in
+``job.end_reason``, which the history row keeps as its ``reason`` (``error_rate`` does).
 
 The built-ins count their waits from the slot being processed (the boundary at or before
 ``now``), as a check's returned timedelta is: a run that fails at 05:00:01 with a one-slot
@@ -84,7 +85,9 @@ def error_rate(
                 continue
             if at.tzinfo is not None and at > since:
                 recent += 1
-        if recent >= min(max_errors, max(kept, 1)):
+        limit = min(max_errors, max(kept, 1))
+        if recent >= limit:
+            job.end_reason = f"error rate exceeded: {recent} failed runs within {within} (the limit is {limit})"
             return None
         return slots.after_slot(retry_after, now, int(setting("SLOT_MINUTES")))
 

@@ -109,8 +109,10 @@ MOVES: dict[tuple[str, str], str] = {
     # A waiting job is never claimed; into a paused workflow it is unblocked paused, remembering
     # ``scheduled``, as a job scheduled into a paused workflow starts paused.
     (S.WAITING, E.UNBLOCK): S.SCHEDULED,
-    (S.WAITING, E.PAUSE): S.WAITING,  # a paused workflow leaves its waiting jobs waiting
-    (S.WAITING, E.RELEASE): S.WAITING,  # idempotent
+    # A waiting job stays waiting; a pause of the job itself is kept (last_state ``paused``) and
+    # it is unblocked paused; its release drops that. A paused workflow leaves waiting jobs be.
+    (S.WAITING, E.PAUSE): S.WAITING,
+    (S.WAITING, E.RELEASE): S.WAITING,
     (S.WAITING, E.SLEEP): S.WAITING,  # its own due time, for when it is unblocked
     (S.WAITING, E.KILL): END,
     (S.WAITING, E.CANCEL): END,

@@ -54,7 +54,7 @@ class JobHistoryAdmin(LinksMixin, ConsoleListMixin, _AdminBase):
         (None, {"fields": ["entity", "job_exec", "outcome_badge", "reason", "last_error"]}),
         (_("Workflow"), {"fields": ["workflow", "workflow_links"]}),
         (_("Counters"), {"fields": ["check_count", "run_count", "failure_count", "run_time", "time_per_run"]}),
-        (_("Dates"), {"fields": ["created_at", "first_check_at", "finished_at", "lifetime"]}),
+        (_("Dates"), {"fields": ["created_at", "first_check_at", "asked_check_at", "finished_at", "lifetime"]}),
         (_("Job"), {"fields": ["job_id"]}),
         (
             _("Task (django.tasks)"),

@@ -22,7 +22,7 @@ from django.db import DatabaseError, DataError, IntegrityError, InterfaceError, 
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 
-from ..exceptions import InvalidEntity, InvalidTime, InvalidTransition, PrescientError, UnknownCheck
+from ..exceptions import ImmutableField, InvalidEntity, InvalidTime, InvalidTransition, PrescientError, UnknownCheck
 
 if TYPE_CHECKING:
     from ninja import NinjaAPI
@@ -176,6 +176,8 @@ def install(api: NinjaAPI) -> None:
     def _prescient(request: HttpRequest, exc: PrescientError) -> ApiError:
         if isinstance(exc, InvalidTransition):
             return ApiError(409, str(exc))
+        if isinstance(exc, ImmutableField):  # the pending job's workflow, say: a conflict with it
+            return ApiError(409, str(exc), {exc.field: [str(exc)]})
         if isinstance(exc, LookupError):  # verbs.JobNotFound
             return not_found(str(exc))
         if isinstance(exc, UnknownCheck):

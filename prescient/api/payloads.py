@@ -77,6 +77,7 @@ def history_out(row: JobHistory, links: Links | None = None) -> dict[str, Any]:
         "finished_at": row.finished_at,
         "last_error": row.last_error,
         "reason": row.reason,
+        "asked_check_at": row.asked_check_at,
         "parents": parents,
         "children": children,
     }

@@ -307,7 +307,10 @@ class HistoryEntry(Schema):
     created_at: datetime
     finished_at: datetime
     last_error: str
-    reason: str
+    reason: str = Field(description="Why it ended: a kill's reason, a horizon's, an error handler's that gave up.")
+    asked_check_at: datetime | None = Field(
+        description="Outcome `horizon`: the next check its check asked for (null otherwise)."
+    )
     parents: list[int] = Field(description="Ids of the jobs this one ran after.")
     children: list[int] = Field(description="Ids of the jobs that run after this one.")
 

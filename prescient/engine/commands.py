@@ -31,7 +31,7 @@ def _set_due(job: FutureJob, event: str, when: datetime) -> FutureJob:
         raise InvalidTransition(job, event, "its run is in flight")
     job.state = to
     job.next_check_at = when
-    if to != State.PAUSED:
+    if to not in (State.PAUSED, State.WAITING):  # a waiting job keeps a pause for its unblocking
         job.last_state = ""
     store.save(job, ["state", "next_check_at", "last_state"])
     return job
@@ -103,6 +103,13 @@ def kill(job: FutureJob | int, reason: str, *, now: datetime | None = None) -> s
 def _pause_job(job: FutureJob | int) -> int:
     locked = _lock(job)
     to = states.target(locked, Event.PAUSE)
+    if locked.state == State.WAITING:
+        # It stays waiting; the pause is kept (last_state) and applies when it is unblocked.
+        if locked.last_state == State.PAUSED:
+            return 0
+        locked.last_state = State.PAUSED
+        store.save(locked, ["last_state"])
+        return 1
     if locked.state == to:
         return 0
     if locked.state == State.RESERVED:  # taken back from its claim: its code never runs
@@ -118,6 +125,10 @@ def _pause_job(job: FutureJob | int) -> int:
 def _release_job(job: FutureJob | int) -> int:
     locked = _lock(job)
     to = states.target(locked, Event.RELEASE)
+    if locked.state == State.WAITING and locked.last_state == State.PAUSED:  # a pause kept for its unblocking
+        locked.last_state = ""
+        store.save(locked, ["last_state"])
+        return 1
     if locked.state == to:
         return 0
     locked.state, locked.last_state = to, ""
@@ -146,6 +157,9 @@ def pause(
     taken back from their claims; running ones go on and are marked paused. Each job
     remembers its last state for :func:`release`. Idempotent. Pausing one job whose state does
     not allow it (buried) raises InvalidTransition; a workflow's buried jobs are left alone.
+    A ``waiting`` job paused by itself stays waiting, and the pause is kept (``last_state``
+    ``paused``): once its parents have all ended it becomes ``paused``, not ``scheduled``. A
+    paused workflow leaves its waiting jobs as they are (they are unblocked paused while it is).
 
     A workflow no job or schedule uses raises UnknownWorkflow (naming the closest known ones)
     unless ``create_workflow=True``: then it is made, paused, and jobs scheduled into it later
@@ -173,8 +187,9 @@ def release(
     """Return paused jobs to their last state; returns how many were released. Idempotent.
 
     Jobs paused while scheduled become scheduled (overdue ones run at the next tick); jobs
-    paused while their run was in flight go back to running and are not started again. A
-    workflow no job or schedule uses raises UnknownWorkflow (naming the closest known ones).
+    paused while their run was in flight go back to running and are not started again; a
+    waiting job's kept pause is dropped (it is unblocked ``scheduled``). A workflow no job or
+    schedule uses raises UnknownWorkflow (naming the closest known ones).
     """
     _now(now)
     _one_of(workflow, job)

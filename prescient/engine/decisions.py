@@ -24,6 +24,11 @@ logger = logging.getLogger("prescient.engine")
 #: Summary keys besides the outcomes.
 RESCHEDULED, RETRIED, DISCARDED, BURIED = "rescheduled", "retried", "discarded", "buried"
 HANDED_BACK, SLEPT = "handed_back", "slept"
+#: What the rescuer does to a stale claim, in the words of docs/states.md (with HANDED_BACK,
+#: BURIED and SLEPT): a lost worker's run reclaimed, or the job ended (a kill or cancel that was
+#: pending, or failed past its retries).
+RECLAIMED, ENDED = "reclaimed", "ended"
+RESCUED = (RECLAIMED, HANDED_BACK, BURIED, SLEPT, ENDED)
 SUMMARY_KEY: dict[str, str] = {
     Event.RESCHEDULE: RESCHEDULED, Event.RETRY: RETRIED, Event.HAND_BACK: HANDED_BACK, Event.SLEEP: SLEPT,
 }
@@ -41,21 +46,36 @@ class Decision:
     seconds: float = 0.0
     #: Whether the job's own code was called (a run is counted only then).
     ran: bool = False
+    #: Why the run ends the job, kept as its history row's ``reason`` (a horizon's asked time, an
+    #: error handler that gave up and said why in ``job.end_reason``).
+    reason: str = ""
+    #: Outcome ``horizon``: the next check the check asked for (the history's ``asked_check_at``).
+    asked_check_at: datetime | None = None
 
 
 @dataclass
 class TickSummary:
-    """Counts per outcome (and ``rescheduled``, ``retried``, ``buried``, ``discarded``)."""
+    """Counts per outcome (and ``rescheduled``, ``retried``, ``discarded``, ``handed_back``,
+    ``slept``), with what the rescuer did to stale claims meanwhile (``reclaimed``,
+    ``handed_back``, ``buried``, ``slept``, ``ended``: see :meth:`add_rescued`)."""
 
     counts: Counter[str] = field(default_factory=Counter)
+    #: The rescuer's share of ``counts``: shown by :meth:`line`, not counted as processed.
+    rescued: Counter[str] = field(default_factory=Counter)
+
+    def add_rescued(self, counts: Counter[str]) -> None:
+        """Add what the rescuer did (:func:`prescient.maintenance.rescuer.rescue`)."""
+        self.counts.update(counts)
+        self.rescued.update(counts)
 
     @property
     def processed(self) -> int:
-        return sum(v for k, v in self.counts.items() if k not in (BURIED, HANDED_BACK))
+        """Jobs this process's runs settled (not those it handed back, nor the rescuer's)."""
+        return sum(v - self.rescued.get(k, 0) for k, v in self.counts.items() if k not in (BURIED, HANDED_BACK))
 
     def line(self) -> str:
         order = [o.value for o in Outcome] + [RESCHEDULED, RETRIED, BURIED, DISCARDED]
-        order.extend(key for key in (HANDED_BACK, SLEPT) if self.counts.get(key))
+        order.extend(key for key in (RECLAIMED, HANDED_BACK, SLEPT, ENDED) if self.counts.get(key))
         parts = [f"{key}={self.counts.get(key, 0)}" for key in order]
         return f"prescient tick: processed={self.processed} " + " ".join(parts)
 
@@ -81,6 +101,7 @@ def failure(decision: Decision, definition: Check | None, error: str, now: datet
     retry_at = handler(job, definition, now)
     if retry_at is None:
         decision.event, decision.outcome = Event.FINISH, Outcome.FAILED
+        decision.reason = job.end_reason  # a handler may say why it gave up (error_rate does)
     else:
         decision.event = Event.RETRY
         # The handler's time is kept as it is: the built-in handlers round to slots themselves.

@@ -20,6 +20,7 @@ from typing import Any
 
 from django.db import connection
 
+from prescient.cleaning import clean_text
 from prescient.conf import setting
 from prescient.exceptions import CheckTimeout
 
@@ -66,8 +67,10 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
     The check runs in autocommit mode, like a view without ATOMIC_REQUESTS: it is not wrapped
     in a transaction, so a slow check holds no transaction (and, on SQLite, no write lock)
     open. A check that needs all-or-nothing writes uses ``transaction.atomic()`` itself. The
-    traceback of a check that raises goes to the log. ``KeyboardInterrupt`` and ``SystemExit``
-    are not caught.
+    traceback of a check that raises goes to the log, cut as the database cuts the error it
+    keeps (:func:`prescient.cleaning.clean_text`: 8 KB, the first and last parts): a check
+    raising a 5 MB message writes 8 KB of log per run, not 5 MB. ``KeyboardInterrupt`` and
+    ``SystemExit`` are not caught.
     """
     alarm = _can_alarm()
     previous: Any = None
@@ -85,7 +88,9 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
     except CheckTimeout:
         result.timed_out = True
     except Exception as exc:  # a check may raise anything; it is a failed run, not a crash
-        logger.exception("check %s raised", label)
+        result.traceback = "".join(traceback.format_exception(exc))
+        # Formatted here, not with exc_info: a handler would print the whole message again.
+        logger.error("check %s raised\n%s", label, clean_text(result.traceback.rstrip()))
         result.error = describe(exc)
         if isinstance(exc, MemoryError):
             limit = setting("CHILD_MEMORY_MB")
@@ -93,7 +98,6 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
                 f" (its process may use {limit} MB: CHILD_MEMORY_MB)" if limit else ""
             )
         result.exception_path = f"{type(exc).__module__}.{type(exc).__qualname__}"
-        result.traceback = "".join(traceback.format_exception(exc))
     finally:
         if alarm:
             signal.signal(signal.SIGALRM, previous)

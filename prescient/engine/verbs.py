@@ -15,7 +15,7 @@ from typing import Any
 from django.db import IntegrityError, models, transaction
 
 from prescient.checks import Check, get_check
-from prescient.exceptions import InvalidEntity
+from prescient.exceptions import ImmutableField, InvalidEntity
 from prescient.exceptions import JobNotFound as JobNotFound  # re-exported: it used to live here
 from prescient.models import FutureJob
 from prescient.states import Event, Outcome, State
@@ -88,6 +88,13 @@ def schedule_job(
                 if first <= now and not paused:
                     notify()  # due already: wake a worker rather than wait for the next slot
                 return job, True
+        if replace and workflow and existing.workflow != workflow:
+            raise ImmutableField(
+                "workflow", existing.pk,
+                f"Job {existing.pk} ({entry.name} {entity_name}#{entity_key}) is in workflow {existing.workflow!r}, "
+                f"not {workflow!r}: replace=True moves a pending job's due time, never its workflow. Cancel it "
+                "and schedule it again to put it in another workflow.",
+            )
         if replace and existing.next_check_at != first:
             _set_due(existing, Event.SLEEP, first)
         return existing, False
@@ -126,6 +133,9 @@ def schedule(
 
     One job is pending per (entity, check): if one exists it is returned unchanged, unless
     ``replace=True`` moves its due time. A job scheduled into a paused workflow starts paused.
+    A job stays in the workflow it was scheduled into: ``replace=True`` naming another
+    ``workflow`` raises ImmutableField, writing nothing (without ``replace`` the pending job is
+    returned as it is, whatever ``workflow`` says).
 
     ``after``: jobs (live, or their ids, or ids of jobs in the history) this one runs after. It
     is ``waiting`` until all of them have ended, then due at its own time. When one ends other

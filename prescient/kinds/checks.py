@@ -80,7 +80,8 @@ def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime
     if isinstance(value, timedelta):
         # Counted from the slot being processed, not from how late in it the run came (as
         # slots.after_slot); the horizon is judged on the delay itself.
-        outside = value < timedelta(0) or value > check.horizon
+        early = value < timedelta(0)
+        outside = early or value > check.horizon
         try:
             wanted = slots.floor(now, slot_minutes) + value
         except OverflowError:
@@ -95,7 +96,8 @@ def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime
                 "return an aware datetime", now,
             )
         wanted = value
-        outside = wanted < now or wanted > now + check.horizon
+        early = wanted < now
+        outside = early or wanted > now + check.horizon
     else:
         return failure(
             decision, check,
@@ -103,8 +105,10 @@ def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime
             "expected None, a timedelta or an aware datetime", now,
         )
     if outside:
-        decision.outcome = Outcome.HORIZON
-        decision.error = f"next check {wanted.isoformat()} is outside [now, now + {check.horizon.days} days]"
+        decision.outcome, decision.asked_check_at = Outcome.HORIZON, wanted
+        days = check.horizon / timedelta(days=1)
+        where = f"before now ({now.isoformat()})" if early else f"beyond its horizon of {days:g} days"
+        decision.reason = f"the check asked for its next check at {wanted.isoformat()}, {where}"
         return decision
     if job.check_count >= check.checks_allowed:
         decision.outcome = Outcome.MAX_CHECKS

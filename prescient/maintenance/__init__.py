@@ -8,7 +8,9 @@ rows. River's ``internal/maintenance`` and Oban's plugins are the models.
 
 A duty runs in one transaction (holding its lock) unless it says it commits as it goes
 (``own_transactions``): then its lock is the session's, and each of its statements is a short
-transaction of its own (the history pruner's batches).
+transaction of its own (the history pruner's batches). A command that does a duty's work by hand
+takes the same lock (:func:`lock_name`), waiting for it: ``prescient_prune`` and the pruners of
+running workers never delete side by side.
 
 Built in: :mod:`.rescuer` (stale claims: reclaimed or buried), :mod:`.waiters` (waiting jobs
 whose parents ended but were missed), :mod:`.worker_pruner` (rows of workers stopped long
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 from typing import ClassVar
@@ -33,7 +36,12 @@ from prescient.engine.sweep import survey as take_survey
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Service", "register", "register_builtin", "registered_services", "run_due"]
+__all__ = ["Service", "lock_name", "register", "register_builtin", "registered_services", "run_due"]
+
+
+def lock_name(duty: str) -> str:
+    """The name of the advisory lock the duty ``duty`` runs under (see the module's docs)."""
+    return f"maintenance:{duty}"
 
 
 class Service:
@@ -51,6 +59,9 @@ class Service:
 
     def __init__(self) -> None:
         self.last_run = time.monotonic() - (self.interval if self.due_at_start else 0.0)
+        #: What its last run did, by word, when a number of rows does not say it (the rescuer:
+        #: reclaimed, handed_back, buried, slept, ended); :func:`run_due` passes it on.
+        self.said: Counter[str] = Counter()
 
     def is_due(self, survey: Survey) -> bool:
         """Whether to run now, given the pass's survey (by default: once per ``interval``)."""
@@ -90,9 +101,10 @@ def register_builtin() -> None:
             register(service)
 
 
-def run_due(now: datetime, *, survey: Survey | None = None) -> dict[str, int]:
+def run_due(now: datetime, *, survey: Survey | None = None, said: Counter[str] | None = None) -> dict[str, int]:
     """Run every duty that is due as of ``now``; returns ``{name: rows dealt with}`` of those
-    that ran. ``survey``: the pass's survey, if it has one (else one is taken)."""
+    that ran. ``survey``: the pass's survey, if it has one (else one is taken). ``said``: what
+    the duties that ran did, by word (:attr:`Service.said`), is added to it."""
     if survey is None:
         survey = take_survey(now)
     done: dict[str, int] = {}
@@ -106,9 +118,12 @@ def run_due(now: datetime, *, survey: Survey | None = None) -> dict[str, int]:
             continue
         service.last_run = time.monotonic()
         hold = not service.own_transactions
-        with store.exclusive(f"maintenance:{service.name}", hold_transaction=hold) as mine:
+        with store.exclusive(lock_name(service.name), hold_transaction=hold) as mine:
             if not mine:
                 logger.debug("upkeep %s: another process is running it", service.name)
                 continue
+            service.said = Counter()
             done[service.name] = service.run_once(now)
+            if said is not None:
+                said.update(service.said)
     return done

@@ -10,7 +10,15 @@ Rows are deleted in batches of :data:`BATCH_SIZE`, each one short statement of i
 the pruner is. As an upkeep duty it runs every :attr:`HistoryPruner.interval` seconds and stops
 after :data:`BATCHES_PER_RUN` batches, so a worker's or a tick's pass stays short; when it
 stopped with rows left, it runs again at the next pass until it has caught up.
-``manage.py prescient_prune`` drains everything at once.
+``manage.py prescient_prune`` drains everything at once (:func:`prune_all`).
+
+The duty and the command share one lock (the duty's advisory lock, see
+:func:`prescient.maintenance.lock_name`): the duty skips a pass while the command holds it, and
+the command waits for a pass in progress to end. Two pruners deleting side by side would pick the
+same oldest rows: on PostgreSQL the second one's DELETE waits for the first, finds them gone and
+comes back short, which reads as "nothing left" (rows stayed expired), and two DELETEs that lock
+the same rows in different orders can deadlock. One at a time, a short batch means that no
+expired row of that outcome is left.
 
 Judged as of ``now``, but never later than the database's clock: a replay's ``now`` in the
 future does not delete history that has not expired yet.
@@ -28,7 +36,7 @@ from prescient.engine.sweep import Survey
 from prescient.models import JobHistory
 from prescient.states import Outcome
 
-from . import Service
+from . import Service, lock_name
 
 #: Rows deleted by one statement.
 BATCH_SIZE = 1000
@@ -106,6 +114,14 @@ def prune(
             if deleted < size:
                 break
     return done
+
+
+def prune_all(now: datetime, *, batch_size: int | None = None) -> Pruned:
+    """Delete every row expired as of ``now`` (``prescient_prune``), holding the upkeep duty's
+    lock: it waits for a worker's or a tick's pruning pass to end, and none starts until it is
+    done, so when it returns no expired row is left."""
+    with store.exclusive(lock_name(HistoryPruner.name), hold_transaction=False, wait=True):
+        return prune(now, batch_size=batch_size)
 
 
 class HistoryPruner(Service):

@@ -1,18 +1,23 @@
 """The rescuer: claims whose lease went stale.
 
 A claim is stale when its lease ran out by the database's clock: its reservation is older than
-``STALE_AFTER_SECONDS``, or than its job's own timeout plus a margin when that is longer. A
-claim whose run never started (``reserved``) is handed back as it was. A worker renews its leases while it
-lives, so its stale claim means the worker is gone: the job counts a
-failed run and is due again at once (or ends ``failed`` past its retries). Any other stale
-claim (a tick that died) is moved to ``buried`` for a person to decide. A job killed or
-cancelled while its run was in flight ends as asked (its run will never return to end it),
-with the "worker lost" error in its history row.
+``STALE_AFTER_SECONDS``, or than its job's own timeout plus a margin when that is longer. What
+happens to it, in the words of docs/states.md (and the keys of what :func:`rescue` returns):
+
+- ``handed_back``: a claim whose run never started (``reserved``), returned as it was;
+- ``reclaimed``: a worker renews its leases while it lives, so its stale claim means the worker
+  is gone: the job counts a failed run and is due again at once;
+- ``buried``: any other stale claim (a tick that died), left for a person to decide;
+- ``slept``: a job slept while its run was in flight, due when asked;
+- ``ended``: a job killed or cancelled while its run was in flight ends as asked (its run will
+  never return to end it), with the "worker lost" error in its history row; and a reclaimed
+  job past its retries ends ``failed``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from datetime import datetime, timedelta
 
 from django.db import models, transaction
@@ -20,7 +25,7 @@ from django.db import models, transaction
 from prescient import states
 from prescient.conf import setting, stale_after_seconds
 from prescient.engine import store
-from prescient.engine.decisions import record_error
+from prescient.engine.decisions import BURIED, ENDED, HANDED_BACK, RECLAIMED, SLEPT, record_error
 from prescient.engine.kind import get_kind
 from prescient.engine.sweep import WORKER_TOKEN_PREFIX, Survey, definition_of, lease_seconds
 from prescient.exceptions import PrescientError
@@ -41,8 +46,9 @@ def stale(cutoff: datetime) -> models.QuerySet[FutureJob]:
     )
 
 
-def reclaim(job: FutureJob, now: datetime) -> None:
-    """A lost worker's claim (``job`` locked): a failed run, due again at once (or failed)."""
+def reclaim(job: FutureJob, now: datetime) -> str:
+    """A lost worker's claim (``job`` locked): a failed run, due again at once (``reclaimed``),
+    or past its retries ended ``failed`` (``ended``)."""
     job.failure_count += 1
     try:
         get_kind(job.kind).after_lost_run(job, now)
@@ -54,13 +60,15 @@ def reclaim(job: FutureJob, now: datetime) -> None:
         states.target(job, Event.FINISH)
         store.end_job(job, Outcome.FAILED, now)
         logger.warning("job id=%s failed: its worker was lost too often", job.pk)
-        return
+        return ENDED
     store.clear_reservation(job, states.target(job, Event.RECLAIM))
     logger.warning("job id=%s reclaimed from a lost worker; due again", job.pk)
+    return RECLAIMED
 
 
-def rescue(now: datetime) -> int:
-    """Deal with every stale claim; returns how many jobs were reclaimed, handed back or buried.
+def rescue(now: datetime) -> Counter[str]:
+    """Deal with every stale claim; returns how many jobs were ``reclaimed``, ``handed_back``,
+    ``buried``, ``slept`` and ``ended`` (only the keys that happened).
 
     A claim is stale when its lease (see :func:`~prescient.engine.sweep.lease_seconds`) ran
     out by the database's clock; ``now`` only dates what is written (errors, history rows), so
@@ -69,7 +77,7 @@ def rescue(now: datetime) -> int:
     """
     clock = store.db_now()
     cutoff = clock - timedelta(seconds=stale_after_seconds())
-    moved = 0
+    moved: Counter[str] = Counter()
     for pk in list(stale(cutoff).values_list("pk", flat=True)):
         with transaction.atomic():
             job = FutureJob.objects.select_for_update().filter(pk=pk).first()
@@ -79,7 +87,7 @@ def rescue(now: datetime) -> int:
                 continue  # a long-running job's own lease has not run out
             if job.run_started_at is None and not job.end_requested:
                 store.clear_reservation(job, states.target(job, Event.HAND_BACK))
-                moved += 1
+                moved[HANDED_BACK] += 1
                 logger.warning("job id=%s handed back: its claim %s went stale before it started", pk, job.reserved_by)
                 continue
             error = f"worker lost: reservation {job.reserved_by} from {job.reserved_at.isoformat()} went stale"
@@ -87,20 +95,20 @@ def rescue(now: datetime) -> int:
             if job.end_requested:
                 states.target(job, Event.FINISH)
                 store.end_job(job, job.end_requested, now)
+                moved[ENDED] += 1
                 logger.warning("job id=%s ended %s: %s", job.pk, job.end_requested, error)
                 continue
             if job.sleep_until is not None:  # slept during the lost run: due when asked
                 job.next_check_at = job.sleep_until
                 store.clear_reservation(job, states.target(job, Event.SLEEP))
-                moved += 1
+                moved[SLEPT] += 1
                 logger.warning("job id=%s slept: %s", job.pk, error)
                 continue
             if job.reserved_by.startswith(WORKER_TOKEN_PREFIX):
-                reclaim(job, now)
-                moved += 1
+                moved[reclaim(job, now)] += 1
                 continue
             store.clear_reservation(job, states.target(job, Event.BURY))
-            moved += 1
+            moved[BURIED] += 1
             logger.warning("job id=%s buried: %s", job.pk, error)
     return moved
 
@@ -115,4 +123,5 @@ class Rescuer(Service):
         return survey.stale
 
     def run_once(self, now: datetime) -> int:
-        return rescue(now)
+        self.said = rescue(now)
+        return self.said.total()

@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from datetime import datetime
 
 from django.db import connection
@@ -26,10 +27,9 @@ from django.db import connection
 from prescient import interrupts, slots
 from prescient.conf import setting, stale_after_seconds
 from prescient.engine import store, sweep
-from prescient.engine.decisions import BURIED, Decision, TickSummary
+from prescient.engine.decisions import Decision, TickSummary
 from prescient.maintenance import run_due
 from prescient.maintenance.recurring import Producer
-from prescient.maintenance.rescuer import Rescuer
 from prescient.models import FutureJob
 
 from .pool import HARD_KILL_AFTER
@@ -127,8 +127,9 @@ def tick(now: datetime | None = None, *, batch_size: int | None = None, watchdog
     now = survey.clock if now is None else now
     size = int(batch_size or setting("BATCH_SIZE"))
     summary = TickSummary()
-    done = run_due(now, survey=survey)
-    summary.counts[BURIED] += done.get(Rescuer.name, 0)
+    rescued: Counter[str] = Counter()  # stale claims: reclaimed, handed back, buried, …
+    done = run_due(now, survey=survey, said=rescued)
+    summary.add_rescued(rescued)
     if not survey.due and not done.get(Producer.name):  # occurrences just produced are due
         return summary
     guard = Guard(now, watchdog=watchdog)

@@ -21,6 +21,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
 from types import FrameType
@@ -33,11 +34,10 @@ from prescient import slots
 from prescient.clock import db_clock, db_now, skew_seconds
 from prescient.conf import setting
 from prescient.engine import store, sweep
-from prescient.engine.decisions import BURIED, Decision, TickSummary
+from prescient.engine.decisions import Decision, TickSummary
 from prescient.engine.store import CHANNEL, STOP_CHANNEL
 from prescient.maintenance import run_due
 from prescient.maintenance.recurring import Producer
-from prescient.maintenance.rescuer import Rescuer
 from prescient.models import FutureJob, Worker
 from prescient.states import State
 
@@ -275,8 +275,9 @@ class WorkerProcess:
         survey = sweep.survey()
         assert survey.clock is not None
         now = survey.clock
-        done = run_due(now, survey=survey)
-        self.summary.counts[BURIED] += done.get(Rescuer.name, 0)
+        rescued: Counter[str] = Counter()  # stale claims: reclaimed, handed back, buried, …
+        done = run_due(now, survey=survey, said=rescued)
+        self.summary.add_rescued(rescued)
         if survey.due or done.get(Producer.name):
             self._work_may_be_due()
         if self.record is not None:

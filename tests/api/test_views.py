@@ -620,7 +620,7 @@ def test_history__filters_and_pages(api, make_job, make_thing):
     assert job_ids(outcome="killed", check="test.record", limit=1) == [ended[3]]
     assert job_ids(outcome="completed") == []
     row = api.get("history", job_id=ended[0]).json()["items"][0]
-    assert row["reason"] == "reason 0" and row["outcome"] == "killed"
+    assert row["reason"] == "reason 0" and row["outcome"] == "killed" and row["asked_check_at"] is None
 
     page = api.get("history", limit=3).json()
     assert len(page["items"]) == 3

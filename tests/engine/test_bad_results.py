@@ -9,6 +9,7 @@ real workers are in tests/faults/.
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pytest
@@ -97,6 +98,31 @@ def test_a_check_raising_a_5_mb_message__keeps_8_kb_of_it(batch, t0, settings):
     assert len(row.last_error) <= ERROR_LIMIT
     assert row.last_error.startswith("ValueError: start x") and row.last_error.endswith("x end")
     assert sum(len(entry["error"]) for entry in row.errors) <= ERROR_LIMIT * len(row.errors)
+
+
+def test_a_check_raising_a_5_mb_message__logs_8_kb_of_it_per_run(batch, t0, settings, caplog):
+    """The log line of a raising check is cut as the database cuts the error (#28 item 5): two
+    runs of a check raising 5 MB wrote 15 MB of log. The traceback is still there, its first
+    and last parts kept. (caplog's handler sits on the root logger: the ``prescient`` logger of
+    tests/settings.py propagates to it.)"""
+    settings.PRESCIENT = {"MAX_RETRIES": 1}
+
+    def bad(thing, job):
+        raise ValueError("start " + "x" * 5_000_000 + " end")
+
+    bad_job, _ = batch(bad)
+    with caplog.at_level(logging.INFO, logger="prescient"):
+        prescient.tick(t0 + timedelta(minutes=15))
+        prescient.tick(t0 + timedelta(minutes=30))
+    assert JobHistory.objects.get(job_id=bad_job.pk).run_count == 2
+    raised = [r for r in caplog.records if r.getMessage().startswith("check test.bad[")]
+    assert len(raised) == 2
+    for record in raised:
+        line = caplog.handler.format(record)  # what a handler writes, a traceback included
+        assert len(line) <= ERROR_LIMIT + 200
+        assert "Traceback (most recent call last)" in line and "ValueError: start x" in line
+        assert line.endswith("x end") and "characters cut" in line
+    assert len(caplog.text) < 64 * 1024
 
 
 def test_a_check_returning_timedelta_max__is_a_failed_run_not_a_crash(batch, t0):

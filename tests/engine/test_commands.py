@@ -287,7 +287,11 @@ def test_error_rate__fails_on_the_8th_error_within_4_hours(register, make_job, t
     outcomes = _fail_at(register, make_job, times)
     assert outcomes[:7] == [SLOT] * 7  # 10 minutes later, rounded up to a slot
     assert outcomes[7] == "failed"
-    assert JobHistory.objects.get().outcome == Outcome.FAILED
+    row = JobHistory.objects.get()
+    # The history says the rate was exceeded (#28 item 7), not only that the job failed.
+    assert row.outcome == Outcome.FAILED
+    assert row.reason == "error rate exceeded: 8 failed runs within 4:00:00 (the limit is 8)"
+    assert row.asked_check_at is None
 
 
 def test_error_rate__does_not_fail_on_errors_spread_wider(register, make_job, t0):
@@ -300,6 +304,14 @@ def test_error_rate__takes_its_own_limits(register, make_job, t0):
     outcomes = _fail_at(register, make_job, times, max_errors=3, within=timedelta(hours=1),
                         retry_after=timedelta(minutes=31))
     assert outcomes == [3 * SLOT, 3 * SLOT, "failed"]
+    assert JobHistory.objects.get().reason == "error rate exceeded: 3 failed runs within 1:00:00 (the limit is 3)"
+
+
+def test_retries_exhausted__keep_no_reason_of_their_own(register, make_job, t0):
+    register("test.fails", lambda thing, job: 1 / 0, max_retries=0)
+    make_job("test.fails", next_check_at=t0)
+    prescient.tick(t0)
+    assert (JobHistory.objects.get().outcome, JobHistory.objects.get().reason) == (Outcome.FAILED, "")
 
 
 def test_error_rate__is_exported_where_the_issue_names_it():

@@ -95,6 +95,32 @@ def test_a_negative_delay__is_still_outside_the_horizon(register, make_thing, t0
     assert row.outcome == Outcome.HORIZON
 
 
+def test_a_horizon_outcome__keeps_the_time_asked_for_and_why(register, make_thing, t0, slot):
+    """#28 item 7: the time and the reason were only logged; the history row keeps both."""
+    register("test.past", lambda thing, job: t0 - HOUR)
+    register("test.far", lambda thing, job: timedelta(days=3), horizon_days=2.5)
+    prescient.schedule(make_thing(), "test.past", now=t0)
+    prescient.schedule(make_thing(), "test.far", now=t0)
+    prescient.tick(t0 + SECOND)
+    past, far = JobHistory.objects.get(job_exec="test.past"), JobHistory.objects.get(job_exec="test.far")
+    assert (past.outcome, past.asked_check_at) == (Outcome.HORIZON, t0 - HOUR)
+    assert past.reason == (
+        f"the check asked for its next check at {(t0 - HOUR).isoformat()}, before now ({(t0 + SECOND).isoformat()})"
+    )
+    assert (far.outcome, far.asked_check_at) == (Outcome.HORIZON, t0 + timedelta(days=3))  # from the slot
+    assert far.reason == (
+        f"the check asked for its next check at {(t0 + timedelta(days=3)).isoformat()}, beyond its horizon of 2.5 days"
+    )
+
+
+def test_other_outcomes__keep_no_time_asked_for(register, make_thing, t0, slot):
+    register("test.done", lambda thing, job: None)
+    prescient.schedule(make_thing(), "test.done", now=t0)
+    prescient.tick(t0)
+    row = JobHistory.objects.get()
+    assert (row.outcome, row.asked_check_at, row.reason) == (Outcome.COMPLETED, None, "")
+
+
 def test_the_horizon__is_judged_on_the_delay(register, make_thing, t0, slot):
     register("test.far", lambda thing, job: timedelta(days=2), horizon_days=2)
     prescient.schedule(make_thing(), "test.far", now=t0)

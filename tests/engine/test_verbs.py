@@ -191,7 +191,7 @@ def test_a_stale_reservation__is_buried_by_the_tick_then_run_now_runs_it_once(se
 def test_a_buried_jobs_lost_worker__returning_late_has_its_result_discarded(make_job, t0):
     job = in_flight(make_job, State.RUNNING, t0 - timedelta(hours=1))
     stale = FutureJob.objects.get(pk=job.pk)  # what the lost worker still holds
-    assert rescuer.rescue(t0) == 1
+    assert rescuer.rescue(t0) == {"buried": 1}
     summary = TickSummary()
     store.settle([Decision(job=stale, event=Event.FINISH, outcome=Outcome.COMPLETED, ran=True)], TOKEN, t0, summary)
     assert summary.counts["discarded"] == 1
@@ -202,9 +202,9 @@ def test_a_buried_jobs_lost_worker__returning_late_has_its_result_discarded(make
 def test_stale_after_seconds__is_read_from_the_settings(settings, make_job, t0, clock):
     settings.PRESCIENT = {**settings.PRESCIENT, "STALE_AFTER_SECONDS": 3600}
     job = in_flight(make_job, State.PAUSED, clock - timedelta(minutes=59))
-    assert rescuer.rescue(t0) == 0
+    assert rescuer.rescue(t0) == {}
     FutureJob.objects.filter(pk=job.pk).update(reserved_at=clock - timedelta(minutes=61))  # two minutes pass
-    assert rescuer.rescue(t0 + timedelta(minutes=2)) == 1
+    assert rescuer.rescue(t0 + timedelta(minutes=2)) == {"buried": 1}
     assert FutureJob.objects.get(pk=job.pk).state == State.BURIED
 
 
@@ -267,7 +267,7 @@ def test_sleep__of_a_running_job_whose_worker_is_lost__is_due_when_asked(make_jo
     job = in_flight(make_job, State.RUNNING, t0, reserved_by="worker:lost/1")
     services.sleep(job, t0 + 8 * SLOT, now=t0)
     lose_claims(job.pk)
-    assert rescuer.rescue(t0) == 1
+    assert rescuer.rescue(t0) == {"slept": 1}
     stored = FutureJob.objects.get(pk=job.pk)
     assert (stored.state, stored.next_check_at, stored.sleep_until, stored.failure_count) == (
         State.SCHEDULED, t0 + 8 * SLOT, None, 0

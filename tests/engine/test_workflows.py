@@ -198,14 +198,52 @@ def test_pause__leaves_waiting_jobs_waiting_and_a_child_unblocked_while_paused_w
     assert RunLog.objects.count() == 1 and ended(pack).outcome == Outcome.COMPLETED
 
 
-def test_pause_and_release_of_a_waiting_job__change_nothing(make_thing, t0):
+def test_pause_of_a_waiting_job__is_kept_and_holds_once_its_parent_ends(make_thing, t0):
+    """#28 item 8: the pause of one waiting job was dropped when its parent ended (the child
+    became scheduled and ran). It stays waiting, keeps the pause, and is unblocked paused."""
     parent = prescient.schedule(make_thing(), "test.record", at=t0 + HOUR, now=t0)
-    child = prescient.schedule(make_thing(), "test.record", workflow="w", after=[parent], now=t0)
-    assert prescient.pause(job=child, now=t0) == 0
-    assert prescient.release(workflow="w", now=t0) == 0
-    assert live(child).state == State.WAITING
+    child = prescient.schedule(make_thing(), "test.record", after=[parent], now=t0)
+    assert prescient.pause(job=child, now=t0) == 1
+    assert prescient.pause(job=child, now=t0) == 0  # idempotent
+    assert (live(child).state, live(child).last_state) == (State.WAITING, State.PAUSED)
+    prescient.sleep(child, t0 + 2 * HOUR, now=t0)  # its own due time moves; the pause stays
+    assert (live(child).state, live(child).last_state) == (State.WAITING, State.PAUSED)
     with pytest.raises(InvalidTransition, match="is waiting: 'run_now' is not allowed"):
         prescient.run_now(child, now=t0)
+
+    prescient.tick(t0 + HOUR)  # the parent runs and completes
+    assert ended(parent).outcome == Outcome.COMPLETED
+    assert (live(child).state, live(child).last_state) == (State.PAUSED, State.SCHEDULED)
+    prescient.tick(t0 + 3 * HOUR)
+    assert live(child).state == State.PAUSED and RunLog.objects.count() == 1  # held: not run
+
+    assert prescient.release(job=child, now=t0) == 1
+    prescient.tick(t0 + 3 * HOUR)
+    assert ended(child).outcome == Outcome.COMPLETED
+
+
+def test_release_of_a_waiting_job__drops_its_kept_pause(make_thing, t0):
+    parent = prescient.schedule(make_thing(), "test.record", at=t0 + HOUR, now=t0)
+    child = prescient.schedule(make_thing(), "test.record", workflow="w", after=[parent], now=t0)
+    other = prescient.schedule(make_thing(), "test.record", workflow="w", after=[parent], now=t0)
+    assert prescient.release(job=child, now=t0) == 0  # nothing kept: nothing to release
+    prescient.pause(job=child, now=t0)
+    prescient.pause(job=other, now=t0)
+    assert prescient.release(job=child, now=t0) == 1
+    assert prescient.release(workflow="w", now=t0) == 1  # the other's kept pause, as a workflow's release does
+    assert {live(job).last_state for job in (child, other)} == {""}
+    prescient.tick(t0 + HOUR)  # the parent completes; both are unblocked and run in the same pass
+    assert {ended(job).outcome for job in (child, other)} == {Outcome.COMPLETED}
+
+
+def test_pause_of_a_waiting_job__held_also_when_the_repair_duty_unblocks_it(make_thing, make_job, t0):
+    parent = prescient.schedule(make_thing(), "test.record", now=t0)
+    prescient.tick(t0)
+    held = make_job(state=State.WAITING, next_check_at=t0)  # missed when its parent ended
+    store.links.add([held.pk], [parent.pk], "cancel", t0)
+    prescient.pause(job=held, now=t0)
+    assert waiters.WaiterRepair().run_once(t0) == 1
+    assert (live(held).state, live(held).last_state) == (State.PAUSED, State.SCHEDULED)
 
 
 # --- rule 5: kill and cancel -----------------------------------------------------------------------

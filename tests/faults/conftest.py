@@ -36,8 +36,8 @@ class Processes:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self, command: str, *args: str, settings: dict[str, Any] | None = None,
-              clock_offset: float = 0.0) -> subprocess.Popen[bytes]:
-        env = database_env()
+              clock_offset: float = 0.0, env_extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        env = {**database_env(), **(env_extra or {})}
         env["PRESCIENT_TEST_SETTINGS"] = json.dumps({**FAST, **(settings or {})})
         if clock_offset:
             env["PYTHONPATH"] = f"{SKEWED_CLOCK}:{env['PYTHONPATH']}"

@@ -144,7 +144,7 @@ def test_lost_run__is_reclaimed_and_then_runs_once(make):
     assert claimed.pk == job.pk
     assert store.start_runs([claimed], token) == {claimed.pk}  # its run began; then its worker died
     lose_claims(job.pk)
-    assert rescue(now + timedelta(hours=1)) == 1
+    assert rescue(now + timedelta(hours=1)) == {"reclaimed": 1}
     job.refresh_from_db()
     assert (job.state, job.failure_count, job.reserved_by) == (State.SCHEDULED, 1, "")
     assert "worker lost" in job.last_error

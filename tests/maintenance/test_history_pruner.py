@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import timedelta
+from io import StringIO
 
 import pytest
-from django.db import transaction
+from django.core.management import call_command
+from django.db import connection, transaction
 
 from prescient import maintenance
 from prescient.clock import db_now
+from prescient.engine import store
 from prescient.engine.sweep import Survey
 from prescient.maintenance import history_pruner
-from prescient.maintenance.history_pruner import HistoryPruner, cutoffs, prune, retention
+from prescient.maintenance.history_pruner import HistoryPruner, cutoffs, prune, prune_all, retention
 from prescient.models import JobHistory
 from prescient.states import Outcome
 
@@ -231,3 +235,109 @@ def test_is_due__never_when_all_history_is_kept(settings):
     assert not service.is_due(IDLE)
     settings.PRESCIENT = {"HISTORY_RETENTION_DAYS": {"failed": 30}}
     assert service.is_due(IDLE)
+
+
+# --- the command and the duty: one lock -----------------------------------------------------------
+
+
+def many_expired(count, t0):
+    rows = [
+        JobHistory(
+            job_id=i, entity_name="testapp.thing", entity_key=str(i), job_exec="test.record", outcome="completed",
+            first_check_at=t0, created_at=t0, finished_at=t0 - timedelta(days=2, seconds=i),
+        )
+        for i in range(count)
+    ]
+    JobHistory.objects.bulk_create(rows, batch_size=2000)
+
+
+@pytest.mark.postgres
+def test_prescient_prune__beside_two_upkeep_threads_pruning_every_pass__leaves_no_expired_row(
+    transactional_db, settings, t0, monkeypatch
+):
+    """Two threads, each with its own connection, run the upkeep as a worker does, the history
+    pruner due at every pass (small batches, so that the command's batches meet theirs). The
+    command exits with no expired row left, three times in a row: it waits for a pass in
+    progress, and the duty skips its passes while the command holds the lock."""
+    settings.PRESCIENT = {"HISTORY_RETENTION_DAYS": {"*": 1}}
+    monkeypatch.setattr(HistoryPruner, "interval", 0.0)
+    monkeypatch.setattr(history_pruner, "BATCH_SIZE", 100)
+    monkeypatch.setattr(history_pruner, "BATCHES_PER_RUN", 5)
+    stop, failures, pruned = threading.Event(), [], []
+
+    def upkeep():
+        try:
+            while not stop.is_set():
+                pruned.append(maintenance.run_due(t0, survey=IDLE).get("history_pruner", 0))
+        except Exception as exc:  # reported by the test
+            failures.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=upkeep) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(3):
+            many_expired(3000, t0)
+            out = StringIO()
+            call_command("prescient_prune", "--now", t0.isoformat(), "--batch-size", "100", stdout=out)
+            assert JobHistory.objects.count() == 0, out.getvalue()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    assert failures == []
+    assert sum(pruned) > 0, "the upkeep threads pruned too"
+
+
+@pytest.mark.postgres
+def test_prune_all__waits_for_a_pass_in_progress_and_the_duty_skips_while_it_runs(transactional_db, settings, t0):
+    settings.PRESCIENT = {"HISTORY_RETENTION_DAYS": {"*": 1}}
+    history("completed", t0 - timedelta(days=2))
+    holding, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def a_pass_in_progress():
+        try:
+            with store.exclusive(maintenance.lock_name("history_pruner"), hold_transaction=False) as mine:
+                assert mine
+                holding.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    def command():
+        try:
+            prune_all(t0)
+            finished.set()
+        finally:
+            connection.close()
+
+    passing = threading.Thread(target=a_pass_in_progress)
+    passing.start()
+    assert holding.wait(10)
+    pruning = threading.Thread(target=command)
+    pruning.start()
+    assert not finished.wait(0.5), "the command did not wait for the pass in progress"
+    release.set()
+    passing.join(10)
+    pruning.join(10)
+    assert finished.is_set() and JobHistory.objects.count() == 0
+    # And the other way round: while the command holds the lock, a worker's pass skips the duty.
+    service = next(s for s in maintenance.registered_services() if s.name == "history_pruner")
+    service.last_run -= service.interval
+    history("completed", t0 - timedelta(days=2))
+    ran: list[dict[str, int]] = []
+
+    def worker_pass():
+        try:
+            ran.append(maintenance.run_due(t0, survey=IDLE))
+        finally:
+            connection.close()
+
+    with store.exclusive(maintenance.lock_name("history_pruner"), hold_transaction=False, wait=True):
+        other = threading.Thread(target=worker_pass)
+        other.start()
+        other.join(10)
+    assert len(ran) == 1 and "history_pruner" not in ran[0]
+    assert JobHistory.objects.count() == 1

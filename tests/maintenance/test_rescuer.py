@@ -16,9 +16,9 @@ pytestmark = pytest.mark.django_db
 STALE = timedelta(seconds=61 + 60)  # past the default stale period (timeout 60 s + 60 s)
 
 
-def claimed(make_job, thing, t0, token, **fields):
+def claimed(make_job, thing, t0, token, state=State.RUNNING, **fields):
     """A started run whose lease went stale by the database's clock."""
-    return make_job(thing=thing, state=State.RUNNING, reserved_by=token, reserved_at=db_now() - STALE, **fields)
+    return make_job(thing=thing, state=state, reserved_by=token, reserved_at=db_now() - STALE, **fields)
 
 
 def test_run_once__reclaims_a_lost_workers_claim_and_buries_a_dead_ticks(make_job, make_thing, t0):
@@ -83,3 +83,18 @@ def test_run_once__a_stale_claim_that_never_started_is_handed_back_uncharged(mak
     assert Rescuer().run_once(t0) == 1
     job.refresh_from_db()
     assert (job.state, job.reserved_by, job.failure_count, job.last_error) == (State.SCHEDULED, "", 0, "")
+
+
+def test_a_ticks_summary__counts_reclaimed_handed_back_and_buried_apart(make_job, make_thing, t0):
+    """#28 item 6: a tick's summary said ``buried=3`` for these three; it says what happened to
+    each, with the words of docs/states.md, and none of it is counted as processed."""
+    import prescient
+
+    claimed(make_job, make_thing(name="w"), t0, "worker:host:1/1", next_check_at=t0 + timedelta(days=1))
+    claimed(make_job, make_thing(name="r"), t0, "worker:host:1/2", run_started_at=None, state=State.RESERVED,
+            next_check_at=t0 + timedelta(days=1))
+    claimed(make_job, make_thing(name="t"), t0, "tick:1:abc")
+    summary = prescient.tick(t0)
+    assert (summary.counts["reclaimed"], summary.counts["handed_back"], summary.counts["buried"]) == (1, 1, 1)
+    assert summary.processed == 0
+    assert " buried=1 " in summary.line() and " reclaimed=1 handed_back=1" in summary.line()

@@ -147,33 +147,63 @@ def test_kill__of_a_finished_job_is_a_command_error(make_job):
 # --- prescient_reap -----------------------------------------------------------------------------
 
 
+def reaped(**counts):
+    words = ("reclaimed", "handed_back", "buried", "slept", "ended")
+    return "prescient reap: " + " ".join(f"{word}={counts.get(word, 0)}" for word in words) + "\n"
+
+
+def test_reap__says_what_it_did_with_the_words_of_the_states_doc(make_job, clock, settings):
+    """Reclaimed, handed back, buried, slept and ended are counted apart (#28 item 6): all were
+    counted as ``buried``."""
+    settings.PRESCIENT = {**settings.PRESCIENT, "MAX_RETRIES": 5}
+    old = clock - timedelta(hours=1)
+    make_job(state=State.RUNNING, reserved_by="worker:gone:1/1/1", reserved_at=old)  # reclaimed
+    make_job(state=State.RESERVED, reserved_by="worker:gone:1/1/2", reserved_at=old, run_started_at=None)
+    make_job(state=State.RUNNING, reserved_by="tick:1:gone", reserved_at=old)  # buried
+    make_job(state=State.RUNNING, reserved_by="tick:1:gone", reserved_at=old, sleep_until=clock + timedelta(days=1))
+    make_job(state=State.RUNNING, reserved_by="worker:gone:1/1/3", reserved_at=old, end_requested=Outcome.KILLED,
+             end_reason="no longer wanted")
+    assert run("prescient_reap") == reaped(reclaimed=1, handed_back=1, buried=1, slept=1, ended=1)
+    assert FutureJob.objects.filter(state=State.BURIED).count() == 1
+    assert JobHistory.objects.get().outcome == Outcome.KILLED
+
+
+def test_reap__its_help_says_staleness_is_judged_by_the_database_clock():
+    from prescient.management.commands.prescient_reap import Command
+
+    parser = Command().create_parser("manage.py", "prescient_reap")
+    now = next(action for action in parser._actions if "--now" in action.option_strings)
+    assert "judged by the database's clock" in now.help and "as if it were" not in now.help
+    assert "reclaimed" in Command.help and "buried" in Command.help and "handed back" in Command.help
+
+
 def test_reap__buries_stale_reservations_and_prints_the_count(make_job, t0, clock):
     # Leases are judged by the database's clock; --now only dates what is written.
     stale = make_job(state=State.RUNNING, reserved_by="tick:1:lost", reserved_at=clock - timedelta(minutes=5))
     fresh = make_job(state=State.RUNNING, reserved_by="tick:2:alive", reserved_at=clock - timedelta(seconds=30))
     waiting = make_job(next_check_at=t0 - timedelta(hours=1))
 
-    assert run("prescient_reap", "--now", T0_ISO) == "prescient reap: buried=1\n"
+    assert run("prescient_reap", "--now", T0_ISO) == reaped(buried=1)
 
     row = FutureJob.objects.get(pk=stale.pk)
     assert (row.state, row.reserved_by) == (State.BURIED, "")
     assert row.last_error.startswith("worker lost: reservation tick:1:lost")
     assert state_of(fresh) == State.RUNNING
     assert state_of(waiting) == State.SCHEDULED  # reaping runs nothing
-    assert run("prescient_reap", "--now", T0_ISO) == "prescient reap: buried=0\n"
+    assert run("prescient_reap", "--now", T0_ISO) == reaped()
 
 
 def test_reap__without_now_uses_the_real_time(make_job):
     now = timezone.now()
     lost = make_job(state=State.RUNNING, reserved_by="tick:1:lost", reserved_at=now - timedelta(days=1))
     alive = make_job(state=State.RUNNING, reserved_by="tick:2:alive", reserved_at=now)
-    assert run("prescient_reap") == "prescient reap: buried=1\n"
+    assert run("prescient_reap") == reaped(buried=1)
     assert (state_of(lost), state_of(alive)) == (State.BURIED, State.RUNNING)
 
 
 def test_reap__a_future_now_takes_no_live_claim(make_job, clock):
     alive = make_job(state=State.RUNNING, reserved_by="worker:h:1/1", reserved_at=clock)
-    assert run("prescient_reap", "--now", (clock + timedelta(days=30)).isoformat()) == "prescient reap: buried=0\n"
+    assert run("prescient_reap", "--now", (clock + timedelta(days=30)).isoformat()) == reaped()
     assert state_of(alive) == State.RUNNING
 
 

@@ -137,6 +137,25 @@ def test_worker__says_who_it_is_at_start_up_unless_verbosity_0(workers, tmp_path
     assert JobHistory.objects.filter(outcome="completed").count() == 4
 
 
+def test_worker__its_summary_counts_reclaimed_handed_back_and_buried_claims_apart(workers):
+    """Stale claims met by the worker's upkeep are counted with the words of docs/states.md
+    (#28 item 6), not all as ``buried``: a lost worker's started run is reclaimed, its claim
+    never started handed back, a dead tick's run buried."""
+    lost, unstarted, tick = seed(3)
+    long_ago = timezone.now() - timedelta(hours=1)
+    for thing, token, started in ((lost, "worker:gone:1/1/1", long_ago), (unstarted, "worker:gone:1/1/2", None),
+                                  (tick, "tick:1:gone", long_ago)):
+        FutureJob.objects.filter(entity_key=str(thing.pk)).update(
+            state=State.RUNNING if started else State.RESERVED, reserved_by=token, reserved_at=long_ago,
+            run_started_at=started,
+        )
+    proc = workers.start("--once", "--concurrency", "1")
+    assert workers.finish(proc, 60) == 0, workers.output(proc)
+    [line] = [line for line in workers.output(proc).splitlines() if line.startswith("prescient worker: processed=")]
+    assert " buried=1 " in line and " reclaimed=1 " in line and " handed_back=1" in line, line
+    assert FutureJob.objects.get(entity_key=str(tick.pk)).state == State.BURIED
+
+
 @pytest.mark.postgres
 def test_worker__three_workers_by_two_children_run_20000_jobs_exactly_once(workers):
     seed(20000)

@@ -1,5 +1,6 @@
 """Checks used by tests that run in other processes (which discover them like any host app)."""
 
+import os
 import time
 from datetime import timedelta
 from typing import Any
@@ -174,3 +175,20 @@ def fault_quiet(thing: Thing, job: object) -> None:
     time.sleep(float(seconds))
     with (Path(folder) / str(thing.pk)).open("a") as out:
         out.write(f"{started} {time.monotonic()}\n")
+
+
+# --- for tests/faults/test_prune.py: an upkeep that prunes the history every N seconds ----------
+# (the duty's interval is ten minutes; a process with PRESCIENT_TEST_PRUNE_EVERY set replaces it
+# by one with that interval, as a host may register a duty of its own name).
+def _prune_every(seconds: str) -> None:
+    from prescient.maintenance import register
+    from prescient.maintenance.history_pruner import HistoryPruner
+
+    class EagerPruner(HistoryPruner):
+        interval = float(seconds)
+
+    register(EagerPruner())
+
+
+if os.environ.get("PRESCIENT_TEST_PRUNE_EVERY"):
+    _prune_every(os.environ["PRESCIENT_TEST_PRUNE_EVERY"])

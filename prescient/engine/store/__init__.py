@@ -63,23 +63,30 @@ def _lock_key(name: str) -> list[int]:
 
 
 @contextmanager
-def exclusive(name: str, *, hold_transaction: bool = True) -> Iterator[bool]:
+def exclusive(name: str, *, hold_transaction: bool = True, wait: bool = False) -> Iterator[bool]:
     """A block in which this process alone holds the lock ``name``: yields whether it got it
-    (PostgreSQL: an advisory lock, never waited for; elsewhere writers are serialised by the
-    database, so always True).
+    (PostgreSQL: an advisory lock, not waited for unless ``wait``; elsewhere writers are
+    serialised by the database, so always True).
 
     The block is one transaction holding a transaction-level lock; with ``hold_transaction``
     False it is no transaction (its statements commit as they go, each short) and the lock is
-    held by the session until the block ends.
+    held by the session until the block ends. With ``wait`` (and no transaction) it waits for
+    whoever holds the lock to let go, and so always gets it.
     """
     if hold_transaction:
+        if wait:
+            raise ValueError("exclusive(wait=True) waits outside a transaction: pass hold_transaction=False")
         with transaction.atomic():
             yield connection.vendor != "postgresql" or _advisory("pg_try_advisory_xact_lock", name)
         return
     if connection.vendor != "postgresql":
         yield True
         return
-    mine = _advisory("pg_try_advisory_lock", name)
+    if wait:
+        _advisory("pg_advisory_lock", name)
+        mine = True
+    else:
+        mine = _advisory("pg_try_advisory_lock", name)
     try:
         yield mine
     finally:
@@ -141,16 +148,15 @@ def pause_workflow(name: str, now: datetime) -> int:
 
 
 def release_workflow(name: str) -> int:
-    """Unpause workflow ``name`` and return its paused jobs to their last state; returns how
-    many moved (call with the workflow row locked)."""
+    """Unpause workflow ``name`` and return its paused jobs to their last state (and drop the
+    pause its waiting jobs keep for when they are unblocked); returns how many moved (call with
+    the workflow row locked)."""
     Workflow.objects.filter(name=name).update(paused_at=None)
-    return (
-        FutureJob.objects.of_workflow(name)
-        .filter(state=State.PAUSED)
-        .update(
-            state=Coalesce(NullIf(F("last_state"), Value("")), Value(State.SCHEDULED.value)),
-            last_state="",
-        )
+    jobs = FutureJob.objects.of_workflow(name)
+    held = jobs.filter(state=State.WAITING, last_state=State.PAUSED).update(last_state="")
+    return held + jobs.filter(state=State.PAUSED).update(
+        state=Coalesce(NullIf(F("last_state"), Value("")), Value(State.SCHEDULED.value)),
+        last_state="",
     )
 
 

@@ -4,8 +4,9 @@ then the jobs that waited on them moved on, in that same transaction (see :mod:`
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from django.db.models import F, QuerySet
 
@@ -25,11 +26,14 @@ def _insert_history(rows: list[JobHistory]) -> None:
         bulk.insert_rows(JobHistory, bulk.prep_all(rows, fields, add=True), fields)
 
 
-def end_jobs(ended: Sequence[tuple[FutureJob, str]], now: datetime) -> list[JobHistory]:
+def end_jobs(
+    ended: Sequence[tuple[FutureJob, str]], now: datetime, extra: Mapping[int, Mapping[str, Any]] | None = None
+) -> list[JobHistory]:
     """End each ``(job, outcome)``: its one history row written, its live row deleted, the jobs
-    waiting on it moved on (call in a transaction, with the jobs locked). Returns the history
-    rows."""
-    rows = [JobHistory.from_job(job, outcome, now) for job, outcome in ended]
+    waiting on it moved on (call in a transaction, with the jobs locked). ``extra``: fields of
+    some history rows, by job id (why a run ended its job). Returns the history rows."""
+    extra = extra or {}
+    rows = [JobHistory.from_job(job, outcome, now, **extra.get(job.pk, {})) for job, outcome in ended]
     _insert_history(rows)
     bulk.delete_rows(FutureJob, [job.pk for job, _ in ended])
     release_waiters([job.pk for job, _ in ended], now)

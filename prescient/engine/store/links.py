@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import F, QuerySet
+from django.db.models import Case, F, Q, QuerySet, Value, When
 
 from prescient.models import FutureJob, JobHistory, JobLink, ParentFailure, Workflow
 from prescient.states import Outcome, State
@@ -108,18 +108,24 @@ def triage(pks: Sequence[int]) -> tuple[dict[int, str], list[int]]:
 
 def unblock(pks: Sequence[int]) -> tuple[int, bool]:
     """Move locked waiting jobs ``pks`` on: ``scheduled``, or ``paused`` remembering
-    ``scheduled`` when their workflow is paused. Returns (how many, whether any is scheduled)."""
+    ``scheduled`` when their workflow is paused or they were paused themselves while waiting
+    (``last_state`` ``paused``). Returns (how many, whether any may be scheduled)."""
     moved, scheduled = 0, False
     for start in range(0, len(pks), CHUNK):
         chunk = list(pks[start:start + CHUNK])
         rows = FutureJob.objects.filter(bulk.AnyOf(F("pk"), chunk), state=State.WAITING)
         names = rows.exclude(workflow="").values_list("workflow", flat=True).distinct()
+        held = Q(last_state=State.PAUSED)
         paused = paused_workflows(names)
         if paused:
-            moved += rows.filter(workflow__in=paused).update(state=State.PAUSED, last_state=State.SCHEDULED)
-        count = rows.update(state=State.SCHEDULED, last_state="")
+            held |= Q(workflow__in=paused)
+        # One statement: both CASEs read the row as it was (SQL's SET sees the old values).
+        count = rows.update(
+            state=Case(When(held, then=Value(State.PAUSED.value)), default=Value(State.SCHEDULED.value)),
+            last_state=Case(When(held, then=Value(State.SCHEDULED.value)), default=Value("")),
+        )
         moved += count
-        scheduled = scheduled or bool(count)
+        scheduled = scheduled or bool(count)  # perhaps all paused: a wake-up too many is harmless
     return moved, scheduled
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import copy
 import logging
 from datetime import datetime
+from typing import Any
 
 from django.db import DataError, IntegrityError, ProgrammingError, connection, transaction
 from django.db.models import F
 
 from prescient import states
+from prescient.cleaning import clean_text
 from prescient.exceptions import InvalidTransition
 from prescient.models import FutureJob, JobHistory
 from prescient.states import END, Event, Outcome, State
@@ -73,7 +75,7 @@ def _settle_refused(decision: Decision, token: str, now: datetime, summary: Tick
     if job is None:
         summary.counts[DISCARDED] += 1
         return
-    error = f"{type(exc).__name__}: the database refused this run's result: {exc}"
+    error = clean_text(f"{type(exc).__name__}: the database refused this run's result: {exc}")
     logger.error("job id=%s %s", job.pk, error)
     record_error(job, error, now)
     job.failure_count += 1
@@ -141,7 +143,7 @@ def _settle_guarded(decisions: list[Decision], token: str, now: datetime, summar
         for job in bulk.delete_returning(FutureJob, list(finishing), guard):
             decision = finishing.pop(job.pk)
             _count_run(job, decision)
-            history.append(JobHistory.from_job(job, decision.outcome, now))
+            history.append(JobHistory.from_job(job, decision.outcome, now, **_why(decision)))
             summary.counts[decision.outcome] += 1
             _log_settled(job, decision.outcome, decision)
         _insert_history(history)
@@ -162,6 +164,7 @@ def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary
     """Settle each decision against its row as it is now, read and locked (call in a transaction)."""
     current = _lock_reserved([d.job.pk for d in decisions], token)
     ended: list[tuple[FutureJob, str]] = []
+    why: dict[int, dict[str, Any]] = {}
     updated: list[FutureJob] = []
     for decision in decisions:
         job = current.get(decision.job.pk)
@@ -186,6 +189,8 @@ def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary
             continue
         if to == END:
             ended.append((job, outcome))
+            if outcome == decision.outcome:  # not a kill or cancel that came during the run
+                why[job.pk] = _why(decision)
             summary.counts[outcome] += 1
             _log_settled(job, outcome, decision)
             continue
@@ -201,7 +206,7 @@ def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary
         updated.append(job)
         _log_settled(job, SUMMARY_KEY[event], decision)
     if ended:
-        end_jobs(ended, now)
+        end_jobs(ended, now, why)
     if updated:
         bulk.update_rows(FutureJob, updated, _SETTLE_FIELDS)
 
@@ -212,9 +217,18 @@ def _lock_reserved(pks: list[int], token: str) -> dict[int, FutureJob]:
     return {job.pk: job for job in rows.order_by()}
 
 
+def _why(decision: Decision) -> dict[str, Any]:
+    """What the history row of a job that ``decision`` ends keeps of why (its ``reason`` and,
+    for a horizon, the time asked for)."""
+    why: dict[str, Any] = {"reason": decision.reason} if decision.reason else {}
+    if decision.asked_check_at is not None:
+        why["asked_check_at"] = decision.asked_check_at
+    return why
+
+
 def _log_settled(job: FutureJob, what: str, decision: Decision) -> None:
     logger.info(
-        "check=%s entity=%s#%s outcome=%s duration=%.3fs%s",
+        "check=%s entity=%s#%s outcome=%s duration=%.3fs%s%s",
         job.job_exec, job.entity_name, job.entity_key, what, decision.seconds,
-        f" error={decision.error}" if decision.error else "",
+        f" error={decision.error}" if decision.error else "", f" reason={decision.reason}" if decision.reason else "",
     )

@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from prescient.clock import db_now
-from prescient.maintenance.history_pruner import BATCH_SIZE, expired, prune, retention
+from prescient.maintenance.history_pruner import BATCH_SIZE, expired, prune_all, retention
 
 from ._args import PrescientCommand, aware_datetime, positive_int
 
@@ -13,7 +13,8 @@ from ._args import PrescientCommand, aware_datetime, positive_int
 class Command(PrescientCommand):
     help = (
         "Delete the job history kept longer than PRESCIENT['HISTORY_RETENTION_DAYS'] allows, in short "
-        "batches, as the upkeep of workers and ticks does a little at a time; prints what it removed per outcome."
+        "batches, as the upkeep of workers and ticks does a little at a time (it waits for a pruning pass of "
+        "theirs to end, and they skip theirs until it is done); prints what it removed per outcome."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -36,7 +37,7 @@ class Command(PrescientCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         now = options["now"] or db_now()
         dry_run = options["dry_run"]
-        done = expired(now) if dry_run else prune(now, batch_size=options["batch_size"])
+        done = expired(now) if dry_run else prune_all(now, batch_size=options["batch_size"])
         if options["verbosity"] < 1:
             return
         verb = "would remove" if dry_run else "removed"

@@ -5,6 +5,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 from django.utils import timezone
 
+from prescient.engine.decisions import RESCUED
 from prescient.maintenance.rescuer import rescue
 
 from ._args import PrescientCommand, aware_datetime
@@ -12,8 +13,11 @@ from ._args import PrescientCommand, aware_datetime
 
 class Command(PrescientCommand):
     help = (
-        "Bury jobs whose reservation went stale (their worker is presumed lost), as every tick "
-        "does first. A person then runs them now or kills them."
+        "Deal with the claims whose lease went stale, as every tick and worker does first: a lost "
+        "worker's run is reclaimed (a failed run, due again at once), a claim never started is "
+        "handed back, a dead tick's run is buried for a person to decide (run it now or kill it), "
+        "and a job slept, killed or cancelled during the lost run is slept or ended as asked. "
+        "Staleness is judged by the database's clock. Prints how many of each."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -21,9 +25,13 @@ class Command(PrescientCommand):
             "--now",
             type=aware_datetime,
             default=None,
-            help="Judge staleness as if it were this time (ISO 8601 with offset); default: the real time.",
+            help=(
+                "Date what is written (the 'worker lost' errors, history rows) as this time (ISO 8601 with "
+                "offset); default: now. Staleness is judged by the database's clock whatever this says, so a "
+                "time in the future takes no live claim away."
+            ),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        count = rescue(options["now"] or timezone.now())
-        self.say(f"prescient reap: buried={count}")
+        done = rescue(options["now"] or timezone.now())
+        self.say("prescient reap: " + " ".join(f"{word}={done.get(word, 0)}" for word in RESCUED))

@@ -94,6 +94,10 @@ class Command(ExamplesCommand):
     def dry_run(self, check: str, entity: str, due: str, pending: FutureJob | None, options: dict[str, Any]) -> None:
         if pending is None:
             outcome, text = "would create", f"Would schedule {check} {entity}, due {due}."
+        elif options["replace"] and options["workflow"] and pending.workflow != options["workflow"]:
+            outcome = "would refuse"
+            text = (f"Job {pending.pk} ({check} {entity}) is in workflow {pending.workflow!r}: --replace moves its "
+                    "due time, never its workflow; nothing would change.")
         elif options["replace"] and pending.next_check_at.isoformat() != due:
             outcome, text = "would move", f"Would move job {pending.pk} ({check} {entity}) to {due}."
         else:
