@@ -238,3 +238,19 @@ def test_performance__the_tables_are_one_full_run_rendered_by_bench_report():
     assert report.between((DOCS / "performance.md").read_text(encoding="utf-8"), report.FULL) == (
         report.full_tables(results)
     )
+
+
+def test_api__the_state_filter_lists_every_state():
+    from prescient.states import State
+
+    text = (DOCS / "api.md").read_text(encoding="utf-8")
+    found = re.search(r"Query parameters, all optional: `state` \(([^)]*)\)", text)
+    assert found, "docs/api.md lost the GET tasks query parameters"
+    assert re.findall(r"`(\w+)`", found.group(1)) == list(State.values)
+
+
+def test_seed_states__says_max_retries_n_means_n_plus_one_runs():
+    """The behaviour itself: tests/runtime/test_worker_tasks.py (MAX_RETRIES 2, three attempts)."""
+    text = (DOCS / "seed-states.md").read_text(encoding="utf-8")
+    assert "`MAX_RETRIES = N` allows N retries after the first failed run" in text
+    assert "runs N + 1 times" in text
