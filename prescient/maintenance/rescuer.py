@@ -53,9 +53,11 @@ def reclaim(job: FutureJob, now: datetime) -> None:
     if job.failure_count > retries:
         states.target(job, Event.FINISH)
         store.end_job(job, Outcome.FAILED, now)
+        store.count_rescue(job, "failed")
         logger.warning("job id=%s failed: its worker was lost too often", job.pk)
         return
     store.clear_reservation(job, states.target(job, Event.RECLAIM))
+    store.count_rescue(job, "reclaimed")
     logger.warning("job id=%s reclaimed from a lost worker; due again", job.pk)
 
 
@@ -79,6 +81,7 @@ def rescue(now: datetime) -> int:
                 continue  # a long-running job's own lease has not run out
             if job.run_started_at is None and not job.end_requested:
                 store.clear_reservation(job, states.target(job, Event.HAND_BACK))
+                store.count_rescue(job, "handed_back")
                 moved += 1
                 logger.warning("job id=%s handed back: its claim %s went stale before it started", pk, job.reserved_by)
                 continue
@@ -87,11 +90,13 @@ def rescue(now: datetime) -> int:
             if job.end_requested:
                 states.target(job, Event.FINISH)
                 store.end_job(job, job.end_requested, now)
+                store.count_rescue(job, "ended")
                 logger.warning("job id=%s ended %s: %s", job.pk, job.end_requested, error)
                 continue
             if job.sleep_until is not None:  # slept during the lost run: due when asked
                 job.next_check_at = job.sleep_until
                 store.clear_reservation(job, states.target(job, Event.SLEEP))
+                store.count_rescue(job, "slept")
                 moved += 1
                 logger.warning("job id=%s slept: %s", job.pk, error)
                 continue
@@ -100,6 +105,7 @@ def rescue(now: datetime) -> int:
                 moved += 1
                 continue
             store.clear_reservation(job, states.target(job, Event.BURY))
+            store.count_rescue(job, "buried")
             moved += 1
             logger.warning("job id=%s buried: %s", job.pk, error)
     return moved

@@ -18,6 +18,7 @@ from .. import bulk
 from ..decisions import DISCARDED, HANDED_BACK, SUMMARY_KEY, Decision, TickSummary, record_error
 from . import links
 from .ending import _insert_history, end_jobs, release_waiters
+from .tallies import RunTally
 
 logger = logging.getLogger("prescient.engine")
 
@@ -58,12 +59,17 @@ _REFUSED = (DataError, IntegrityError, ProgrammingError, ValueError)
 
 
 def _settle_batch(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
+    tally = RunTally(now)
     with transaction.atomic():
         # Before any job row: the workflows of the jobs that wait on this batch (see links).
         links.lock_workflows_of_children([d.job.pk for d in decisions])
-        rest = _settle_guarded(decisions, token, now, summary) if connection.vendor == "postgresql" else decisions
+        if connection.vendor == "postgresql":
+            rest = _settle_guarded(decisions, token, now, summary, tally)
+        else:
+            rest = decisions
         if rest:
-            _settle_locked(rest, token, now, summary)
+            _settle_locked(rest, token, now, summary, tally)
+        tally.write()  # after every job row: the tallies' locks are the last taken
 
 
 def _settle_refused(decision: Decision, token: str, now: datetime, summary: TickSummary, exc: Exception) -> None:
@@ -97,7 +103,9 @@ def _count_run(job: FutureJob, decision: Decision) -> None:
         job.total_run_seconds += decision.seconds
 
 
-def _settle_guarded(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> list[Decision]:
+def _settle_guarded(
+    decisions: list[Decision], token: str, now: datetime, summary: TickSummary, tally: RunTally
+) -> list[Decision]:
     """Settle the common case without reading the rows first; return what it could not settle.
 
     A job whose run ends, is re-scheduled or retried, still ``running`` under ``token`` with
@@ -143,7 +151,7 @@ def _settle_guarded(decisions: list[Decision], token: str, now: datetime, summar
             _count_run(job, decision)
             history.append(JobHistory.from_job(job, decision.outcome, now))
             summary.counts[decision.outcome] += 1
-            _log_settled(job, decision.outcome, decision)
+            _settled(job, decision.outcome, decision, tally)
         _insert_history(history)
         release_waiters([row.job_id for row in history], now)
         rest.extend(finishing.values())
@@ -154,11 +162,13 @@ def _settle_guarded(decisions: list[Decision], token: str, now: datetime, summar
                 rest.append(decision)
                 continue
             summary.counts[SUMMARY_KEY[decision.event]] += 1
-            _log_settled(job, SUMMARY_KEY[decision.event], decision)
+            _settled(job, SUMMARY_KEY[decision.event], decision, tally)
     return rest
 
 
-def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
+def _settle_locked(
+    decisions: list[Decision], token: str, now: datetime, summary: TickSummary, tally: RunTally
+) -> None:
     """Settle each decision against its row as it is now, read and locked (call in a transaction)."""
     current = _lock_reserved([d.job.pk for d in decisions], token)
     ended: list[tuple[FutureJob, str]] = []
@@ -170,6 +180,7 @@ def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary
                 summary.counts[HANDED_BACK] += 1  # taken back before it started: already written
                 continue
             summary.counts[DISCARDED] += 1
+            tally.run(decision.job, DISCARDED, decision)
             logger.warning("job id=%s lost its reservation during the run; result discarded", decision.job.pk)
             continue
         _count_run(job, decision)
@@ -187,7 +198,7 @@ def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary
         if to == END:
             ended.append((job, outcome))
             summary.counts[outcome] += 1
-            _log_settled(job, outcome, decision)
+            _settled(job, outcome, decision, tally)
             continue
         if due is not None and event != Event.FINISH:
             job.next_check_at = due  # re-checked, retried, slept, or released to a later slot
@@ -199,7 +210,7 @@ def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary
         job.reserved_by, job.reserved_at, job.run_started_at = "", None, None
         job.sleep_until = None
         updated.append(job)
-        _log_settled(job, SUMMARY_KEY[event], decision)
+        _settled(job, SUMMARY_KEY[event], decision, tally)
     if ended:
         end_jobs(ended, now)
     if updated:
@@ -212,7 +223,9 @@ def _lock_reserved(pks: list[int], token: str) -> dict[int, FutureJob]:
     return {job.pk: job for job in rows.order_by()}
 
 
-def _log_settled(job: FutureJob, what: str, decision: Decision) -> None:
+def _settled(job: FutureJob, what: str, decision: Decision, tally: RunTally) -> None:
+    """Count and log a settled run of ``job`` that led to ``what``."""
+    tally.run(job, what, decision)
     logger.info(
         "check=%s entity=%s#%s outcome=%s duration=%.3fs%s",
         job.job_exec, job.entity_name, job.entity_key, what, decision.seconds,
