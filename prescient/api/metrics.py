@@ -139,7 +139,7 @@ def tally_families() -> Iterator[Metric]:
             retries.add_metric([check, queue], figures["retries"])
     yield retries
     for prefix, metric, help_text, bounds in HISTOGRAMS:
-        family = HistogramMetricFamily(metric, help_text, labels=["check", "queue"])
+        histogram = HistogramMetricFamily(metric, help_text, labels=["check", "queue"])
         for (check, queue), figures in sorted(totals.items()):
             if f"{prefix}_sum" not in figures:
                 continue
@@ -149,8 +149,8 @@ def tally_families() -> Iterator[Metric]:
                 buckets.append((f"{bound:g}", seen))
             count = sum(v for name, v in figures.items() if name.startswith(f"{prefix}_le:"))
             buckets.append(("+Inf", count))
-            family.add_metric([check, queue], buckets, figures[f"{prefix}_sum"])
-        yield family
+            histogram.add_metric([check, queue], buckets, figures[f"{prefix}_sum"])
+        yield histogram
 
 
 def exposition(now: datetime, *, exact_up_to: int = queries.EXACT_COUNT_LIMIT) -> tuple[bytes, str]:

@@ -18,7 +18,7 @@ from prescient.api.metrics import exposition, read_tallies
 from prescient.clock import db_now
 from prescient.engine.store.tallies import add
 from prescient.maintenance.rescuer import Rescuer
-from prescient.models import FutureJob, MetricTally
+from prescient.models import MetricTally
 from prescient.states import State
 from prescient.tallies import SHARDS, bucket
 from tests.api.test_metrics import samples
@@ -44,7 +44,7 @@ def test_runs_outcomes_and_retries__counted_per_check_as_runs_settle(register, m
     register("test.boom", boom, max_retries=1)
     for check in ("test.done", "test.again", "test.boom"):
         prescient.schedule(make_thing(), check, now=t0)
-    prescient.tick(t0)
+    prescient.tick(t0 + timedelta(hours=1))
     prescient.tick(t0 + timedelta(days=1))  # the retry of test.boom, the re-check of test.again
     got = samples(exposition(t0 + timedelta(days=1))[0])
 
@@ -64,16 +64,17 @@ def test_runs_outcomes_and_retries__counted_per_check_as_runs_settle(register, m
     assert sum(durations.values()) == 5  # every run, whatever it led to
 
 
-def test_start_lag__from_the_due_time_to_the_start(register, make_thing, t0):
-    register("test.done", lambda thing, job: None)
-    prescient.schedule(make_thing(), "test.done", now=t0)
-    due = FutureJob.objects.get().next_check_at
-    prescient.tick(due + timedelta(minutes=10))  # ten minutes late
-    got = samples(exposition(due + timedelta(minutes=10))[0])
-    labels = (("check", "test.done"), ("queue", ""))
-    assert 600 <= got[("prescient_start_lag_seconds_sum", labels)] <= 601
+def test_start_lag__from_the_due_time_to_the_start(make_job):
+    # The start is the database's stamp of the run (run_started_at): due times by its clock too.
+    now = db_now()
+    make_job("test.record", next_check_at=now - timedelta(minutes=10))  # ten minutes late
+    prescient.tick(now)
+    got = samples(exposition(now)[0])
+    labels = (("check", "test.record"), ("queue", ""))
+    assert 600 <= got[("prescient_start_lag_seconds_sum", labels)] <= 660
     lag = {dict(k)["le"]: v for k, v in by_labels(got, "prescient_start_lag_seconds_bucket").items()}
     assert (lag["300"], lag["900"], lag["+Inf"]) == (0, 1, 1)  # cumulative, as Prometheus reads them
+    assert got[("prescient_start_lag_seconds_count", labels)] == 1
 
 
 def test_killed_and_cancelled_jobs__count_as_outcomes(make_job, t0):

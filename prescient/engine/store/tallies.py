@@ -9,8 +9,8 @@ their locks in the same order: no deadlock), to the shard of this process.
 from __future__ import annotations
 
 import os
-from collections import Counter
-from collections.abc import Iterable
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from django.db import connection
@@ -24,7 +24,7 @@ from ..decisions import RETRIED, Decision
 Key = tuple[str, str, str]
 
 
-def add(counts: Counter[Key]) -> None:
+def add(counts: Mapping[Key, float]) -> None:
     """Add ``counts`` to the running totals (in the caller's transaction)."""
     rows = sorted((key, value) for key, value in counts.items() if value)
     if not rows:
@@ -35,7 +35,7 @@ def add(counts: Counter[Key]) -> None:
     key = ", ".join(qn(name) for name in ("job_exec", "queue", "name", "shard"))
     value = qn("value")
     shard = os.getpid() % SHARDS
-    params: list[object] = []
+    params: list[str | int | float] = []
     for (job_exec, queue, name), amount in rows:
         params.extend([job_exec, queue, name, shard, float(amount)])
     sql = (
@@ -51,7 +51,7 @@ class RunTally:
 
     def __init__(self, now: datetime) -> None:
         self.now = now
-        self.counts: Counter[Key] = Counter()
+        self.counts: defaultdict[Key, float] = defaultdict(float)
 
     def run(self, job: FutureJob, result: str, decision: Decision) -> None:
         """Count ``decision``'s run of ``job`` (nothing if the job's code was not called), which
@@ -76,7 +76,7 @@ class RunTally:
 
     def write(self) -> None:
         add(self.counts)
-        self.counts = Counter()
+        self.counts = defaultdict(float)
 
 
 def count_endings(rows: Iterable[JobHistory]) -> None:
@@ -86,4 +86,4 @@ def count_endings(rows: Iterable[JobHistory]) -> None:
 
 def count_rescue(job: FutureJob, action: str) -> None:
     """Count a stale claim the rescuer dealt with: ``reclaimed``, ``handed_back``, ``buried`` ..."""
-    add(Counter({(job.job_exec, job.queue, f"rescues:{action}"): 1}))
+    add({(job.job_exec, job.queue, f"rescues:{action}"): 1.0})
