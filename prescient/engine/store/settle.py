@@ -60,7 +60,7 @@ _REFUSED = (DataError, IntegrityError, ProgrammingError, ValueError)
 
 def _settle_batch(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
     tally = RunTally(now)
-    with transaction.atomic():
+    with transaction.atomic(), tally.collecting():
         # Before any job row: the workflows of the jobs that wait on this batch (see links).
         links.lock_workflows_of_children([d.job.pk for d in decisions])
         if connection.vendor == "postgresql":
@@ -69,7 +69,7 @@ def _settle_batch(decisions: list[Decision], token: str, now: datetime, summary:
             rest = decisions
         if rest:
             _settle_locked(rest, token, now, summary, tally)
-        tally.write()  # after every job row: the tallies' locks are the last taken
+        tally.write()  # runs and endings, after every job row: the tallies' locks are the last taken
 
 
 def _settle_refused(decision: Decision, token: str, now: datetime, summary: TickSummary, exc: Exception) -> None:

@@ -3,14 +3,18 @@ transaction: a settled batch's runs (:class:`RunTally`), jobs that ended, rescue
 
 Each write is one ``INSERT … ON CONFLICT DO UPDATE SET value = value + excluded.value`` of
 every figure the caller counted, in key order (two transactions adding to the same rows take
-their locks in the same order: no deadlock), to the shard of this process.
+their locks in the same order: no deadlock), to the shard of this process. While a batch
+settles, the jobs it ends are counted with its runs (:meth:`RunTally.collecting`): one such
+statement per settled batch, its last.
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 
 from django.db import connection
@@ -22,6 +26,9 @@ from ..decisions import RETRIED, Decision
 
 #: ``(check, queue, figure)``
 Key = tuple[str, str, str]
+
+#: The tally of the batch settling in this context, if any (see :meth:`RunTally.collecting`).
+_settling: ContextVar[RunTally | None] = ContextVar("prescient_settling_tally", default=None)
 
 
 def add(counts: Mapping[Key, float]) -> None:
@@ -74,6 +81,19 @@ class RunTally:
         counts[check, queue, f"lag_le:{bucket(lag, LAG_BUCKETS)}"] += 1
         counts[check, queue, "lag_sum"] += lag
 
+    def add(self, counts: Mapping[Key, float]) -> None:
+        for key, value in counts.items():
+            self.counts[key] += value
+
+    @contextmanager
+    def collecting(self) -> Iterator[RunTally]:
+        """While inside, jobs that end are counted here too, not written at once."""
+        token = _settling.set(self)
+        try:
+            yield self
+        finally:
+            _settling.reset(token)
+
     def write(self) -> None:
         add(self.counts)
         self.counts = defaultdict(float)
@@ -81,7 +101,12 @@ class RunTally:
 
 def count_endings(rows: Iterable[JobHistory]) -> None:
     """Count the jobs that ended, per outcome (their history rows are being inserted)."""
-    add(Counter((row.job_exec, row.queue, f"outcomes:{row.outcome}") for row in rows))
+    counts = Counter((row.job_exec, row.queue, f"outcomes:{row.outcome}") for row in rows)
+    settling = _settling.get()
+    if settling is not None:
+        settling.add(counts)
+    else:
+        add(counts)
 
 
 def count_rescue(job: FutureJob, action: str) -> None:
