@@ -1,4 +1,5 @@
-"""The live table of pending jobs and the history of finished ones: data and invariants only."""
+"""The live table of pending jobs and the history of finished ones: data and invariants only.
+(:class:`MetricTally`, the metrics' running totals, is :mod:`prescient.tallies`'s.)"""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from . import interrupts
 from .cleaning import unstorable
 from .states import Outcome, State
+from .tallies import MetricTally  # noqa: F401 (a model of this app)
 
 #: Largest checkpoint a job may keep, in bytes of JSON.
 CHECKPOINT_LIMIT = 64 * 1024
@@ -170,12 +172,10 @@ class JobHistory(models.Model):
     # Database defaults too: rows written without these columns (raw SQL, older code) are checks.
     queue = models.CharField(_("queue"), max_length=100, blank=True, default="", db_default="")
     priority = models.SmallIntegerField(_("priority"), default=0, db_default=0)
-    payload = models.JSONField(
-        _("payload"), null=True, blank=True, help_text=_("A task's arguments, attempts and return value.")
-    )
-    errors = models.JSONField(
-        _("errors"), default=list, blank=True, help_text=_("The job's recent errors when it ended.")
-    )
+    payload = models.JSONField(_("payload"), null=True, blank=True,
+                               help_text=_("A task's arguments, attempts and return value."))
+    errors = models.JSONField(_("errors"), default=list, blank=True,
+                              help_text=_("The job's recent errors when it ended."))
     checkpoint_data = models.JSONField(
         _("checkpoint"), null=True, blank=True, help_text=_("The job's last checkpoint when it ended.")
     )

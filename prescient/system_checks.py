@@ -177,9 +177,12 @@ def api_docs_warnings(installed_apps: list[str]) -> list[Any]:
     ]
 
 
-@register(Tags.urls)
+@register(Tags.urls, deploy=True)
 def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    """``prescient.I001``: the metrics URL is mounted but ``prometheus_client`` is missing."""
+    """``prescient.I001``: the metrics URL is mounted but ``prometheus_client`` is missing.
+
+    A deployment check (``manage.py check --deploy``): where the metrics are wired in, said
+    once before going live, not by every command (``runserver``, ``migrate``, each worker)."""
     if not getattr(settings, "ROOT_URLCONF", None):  # a worker-only project serves no URL
         return []
     try:

@@ -4,6 +4,7 @@ dashboard's charts are: no JavaScript, nothing from the internet."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -21,16 +22,22 @@ from prescient.models import FutureJob, JobHistory, JobLink
 
 from .display import OUTCOME_COLOURS, QUIET, STATE_COLOURS, badge
 
-#: Geometry of the graph, in SVG units.
-NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 170, 34, 60, 14, 10
+#: Geometry of the graph, in SVG units: a node's least width, its height, the gaps, the margin.
+NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 150, 36, 60, 12, 10
+#: A generous width of one character of the labels (11 px sans-serif), and a node's inner margin:
+#: a node is as wide as its longest line needs, never clipping it.
+CHAR_W, TEXT_PAD = 6.8, 8
 #: A graph draws at most this many jobs (the newest), so a huge workflow still renders.
 MAX_NODES = 300
 
 
 @dataclass
 class Node:
+    """A job in a graph: what it checks and for which entity first, its id and status second."""
+
     job_id: int
-    label: str
+    check: str
+    entity: str
     status: str
     colour: str
     url: str
@@ -38,12 +45,31 @@ class Node:
     y: int = 0
 
     @property
+    def label(self) -> str:
+        """The first line: the check and the entity (``shop.ship · shop.order#42``)."""
+        return f"{self.check} · {self.entity}"
+
+    @property
+    def caption(self) -> str:
+        """The second line: the job's id and its state or outcome (``job 17 · Scheduled``)."""
+        return gettext("job %(id)s · %(status)s") % {"id": self.job_id, "status": self.status}
+
+    @property
     def text_x(self) -> int:
-        return self.x + 8
+        return self.x + TEXT_PAD
 
     @property
     def text_y(self) -> int:
-        return self.y + 21
+        return self.y + 15
+
+    @property
+    def caption_y(self) -> int:
+        return self.y + 29
+
+    @property
+    def width(self) -> int:
+        """The width its longer line needs."""
+        return math.ceil(max(len(self.label), len(self.caption)) * CHAR_W) + 2 * TEXT_PAD
 
 
 @dataclass
@@ -66,11 +92,12 @@ def nodes_for(site: admin.AdminSite, job_ids: set[int]) -> dict[int, Node]:
     """A node per job id: the live job if there is one, else its history row."""
     nodes: dict[int, Node] = {}
     for job in FutureJob.objects.filter(pk__in=job_ids):
-        nodes[job.pk] = Node(job.pk, f"{job.job_exec} #{job.pk}", job.get_state_display(),
+        nodes[job.pk] = Node(job.pk, job.job_exec, f"{job.entity_name}#{job.entity_key}", job.get_state_display(),
                              STATE_COLOURS.get(job.state, QUIET), _url(site, FutureJob, job.pk))
     for row in JobHistory.objects.filter(job_id__in=job_ids - set(nodes)):
-        nodes[row.job_id] = Node(row.job_id, f"{row.job_exec} #{row.job_id}", row.get_outcome_display(),
-                                 OUTCOME_COLOURS.get(row.outcome, QUIET), _url(site, JobHistory, row.pk))
+        nodes[row.job_id] = Node(row.job_id, row.job_exec, f"{row.entity_name}#{row.entity_key}",
+                                 row.get_outcome_display(), OUTCOME_COLOURS.get(row.outcome, QUIET),
+                                 _url(site, JobHistory, row.pk))
     return nodes
 
 
@@ -85,8 +112,12 @@ def links_html(site: admin.AdminSite, job_id: int) -> SafeString:
         if not ids:
             return format_html("{}", "-")
         return format_html_join(
-            ", ", '<a href="{}">{}</a> {}',
-            ((nodes[pk].url, nodes[pk].label, badge(nodes[pk].status, nodes[pk].colour)) for pk in ids if pk in nodes),
+            ", ", '<a href="{}">{}</a> <small>({})</small> {}',
+            (
+                (nodes[pk].url, nodes[pk].label, gettext("job %(id)s") % {"id": pk},
+                 badge(nodes[pk].status, nodes[pk].colour))
+                for pk in ids if pk in nodes
+            ),
         )
 
     parents = [link.parent_id for link in links if link.child_id == job_id]
@@ -96,9 +127,9 @@ def links_html(site: admin.AdminSite, job_id: int) -> SafeString:
     )
 
 
-def layout(nodes: dict[int, Node], pairs: list[tuple[int, int]]) -> tuple[list[Edge], int, int]:
-    """Place ``nodes`` in columns by depth (the longest chain of parents above each), in id
-    order within a column; returns the arrows and the drawing's width and height."""
+def layout(nodes: dict[int, Node], pairs: list[tuple[int, int]], node_w: int = NODE_W) -> tuple[list[Edge], int, int]:
+    """Place ``nodes`` (each ``node_w`` wide) in columns by depth (the longest chain of parents
+    above each), in id order within a column; returns the arrows and the drawing's width and height."""
     parents: dict[int, list[int]] = defaultdict(list)
     for parent, child in pairs:
         parents[child].append(parent)
@@ -110,13 +141,13 @@ def layout(nodes: dict[int, Node], pairs: list[tuple[int, int]]) -> tuple[list[E
         columns[depth[pk]].append(pk)
     for column, pks in columns.items():
         for row, pk in enumerate(pks):
-            nodes[pk].x = PAD + column * (NODE_W + GAP_X)
+            nodes[pk].x = PAD + column * (node_w + GAP_X)
             nodes[pk].y = PAD + row * (NODE_H + GAP_Y)
     edges = [
-        Edge(nodes[p].x + NODE_W, nodes[p].y + NODE_H // 2, nodes[c].x - 4, nodes[c].y + NODE_H // 2)
+        Edge(nodes[p].x + node_w, nodes[p].y + NODE_H // 2, nodes[c].x - 4, nodes[c].y + NODE_H // 2)
         for p, c in pairs if p in nodes and c in nodes
     ]
-    width = PAD * 2 + max(len(columns), 1) * (NODE_W + GAP_X) - GAP_X
+    width = PAD * 2 + max(len(columns), 1) * (node_w + GAP_X) - GAP_X
     height = PAD * 2 + max((len(pks) for pks in columns.values()), default=1) * (NODE_H + GAP_Y) - GAP_Y
     return edges, width, height
 
@@ -130,10 +161,11 @@ def workflow_graph(site: admin.AdminSite, name: str) -> dict[str, Any]:
     pairs = list(
         JobLink.objects.filter(child_id__in=job_ids, parent_id__in=job_ids).values_list("parent_id", "child_id")
     )
-    edges, width, height = layout(nodes, pairs)
+    node_w = max([NODE_W, *(node.width for node in nodes.values())])  # one width: the columns line up
+    edges, width, height = layout(nodes, pairs, node_w)
     return {
         "nodes": [nodes[pk] for pk in sorted(nodes)], "edges": edges, "width": width, "height": height,
-        "node_w": NODE_W, "node_h": NODE_H, "truncated": len(live | ended) > MAX_NODES, "max_nodes": MAX_NODES,
+        "node_w": node_w, "node_h": NODE_H, "truncated": len(live | ended) > MAX_NODES, "max_nodes": MAX_NODES,
     }
 
 

@@ -1,4 +1,4 @@
-"""The job history: :class:`JobHistoryAdmin`, one read-only row per finished job.
+"""*Finished jobs*: :class:`JobHistoryAdmin`, one read-only row per job that left the live table.
 
 Its one action enqueues finished jobs again, for the kinds that support it (django.tasks tasks).
 """
@@ -39,9 +39,9 @@ else:
 
 @admin.register(JobHistory)
 class JobHistoryAdmin(LinksMixin, ConsoleListMixin, _AdminBase):
-    # Few columns, so that the list fits a 1400 px window beside the admin's sidebars: runs and
-    # time per run go under the run time, failures under the checks, the lifetime under the end
-    # (the row's page has each).
+    # Few columns, so that the list fits a 1400 px window beside the admin's sidebars: re-checks
+    # and failures go under the checks run, the time per run under the run time, the lifetime
+    # under the end (the row's page has each).
     list_display = [
         "job_exec", "entity", "outcome_badge", "checks", "runs", "finished", "workflow",
     ]
@@ -53,7 +53,7 @@ class JobHistoryAdmin(LinksMixin, ConsoleListMixin, _AdminBase):
     fieldsets = [
         (None, {"fields": ["entity", "job_exec", "outcome_badge", "reason", "last_error"]}),
         (_("Workflow"), {"fields": ["workflow", "workflow_links"]}),
-        (_("Counters"), {"fields": ["check_count", "run_count", "failure_count", "run_time", "time_per_run"]}),
+        (_("Counters"), {"fields": ["checks_run", "rechecks", "failure_count", "run_time", "time_per_run"]}),
         (_("Dates"), {"fields": ["created_at", "first_check_at", "asked_check_at", "finished_at", "lifetime"]}),
         (_("Job"), {"fields": ["job_id"]}),
         (
@@ -120,24 +120,45 @@ class JobHistoryAdmin(LinksMixin, ConsoleListMixin, _AdminBase):
         """Time spent in the check, over all of the job's runs."""
         return duration(row.total_run_seconds)
 
-    @admin.display(description=_("checks"), ordering="check_count")
+    @admin.display(description=_("checks run"), ordering="run_count")
     def checks(self, row: JobHistory) -> str:
-        """The checks used, and under it the failed runs (if any)."""
-        if not row.failure_count:
-            return str(row.check_count)
-        failures = ngettext("%(count)d failure", "%(count)d failures", row.failure_count) % {"count": row.failure_count}
-        return format_html('{}<br><small class="nowrap">{}</small>', row.check_count, failures)
+        """How many times its check ran (a job that ran once: 1), and under it the re-checks and
+        failed runs among them (if any). ``check_count`` alone counts re-checks only: a job
+        done at its first run has 0 of them, which read as "checks 0"."""
+        notes = []
+        if row.check_count:
+            notes.append(
+                ngettext("%(count)d re-check", "%(count)d re-checks", row.check_count) % {"count": row.check_count}
+            )
+        if row.failure_count:
+            notes.append(
+                ngettext("%(count)d failure", "%(count)d failures", row.failure_count) % {"count": row.failure_count}
+            )
+        if not notes:
+            return str(row.run_count)
+        return format_html(
+            '{}<br><small class="nowrap">{}</small>', row.run_count,
+            format_html_join(mark_safe("<br>"), "{}", ((note,) for note in notes)),
+        )
+
+    @admin.display(description=_("checks run"))
+    def checks_run(self, row: JobHistory) -> int:
+        """Times its check ran (its runs), the first one included."""
+        return row.run_count
+
+    @admin.display(description=_("re-checks"))
+    def rechecks(self, row: JobHistory) -> int:
+        """Times its check asked to be checked again (re-scheduled), out of its maximum."""
+        return row.check_count
 
     @admin.display(description=_("run time"), ordering="total_run_seconds")
     def runs(self, row: JobHistory) -> str:
-        """The run time, and under it the number of runs and the time per run."""
-        runs = ngettext("%(count)d run", "%(count)d runs", row.run_count) % {"count": row.run_count}
-        lines = [self.run_time(row), runs]
-        if row.run_count:
-            lines.append(gettext("%(time)s each") % {"time": self.time_per_run(row)})
+        """The run time, and under it the time per run."""
+        if not row.run_count:
+            return self.run_time(row)
+        each = gettext("%(time)s each") % {"time": self.time_per_run(row)}
         return format_html(
-            '<span class="nowrap">{}</span><br><small class="nowrap">{}</small>',
-            lines[0], format_html_join(mark_safe("<br>"), "{}", ((line,) for line in lines[1:])),
+            '<span class="nowrap">{}</span><br><small class="nowrap">{}</small>', self.run_time(row), each
         )
 
     @admin.display(description=_("finished"), ordering="finished_at")

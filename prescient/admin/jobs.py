@@ -2,7 +2,8 @@
 
 Nothing here writes a job row. Every change is an action that calls a verb of
 :mod:`prescient.engine.verbs`, one job at a time, and reports per job what it did or why it refused.
-Change pages are read-only: a saved form would overwrite a row the tick may be changing.
+Change pages are read-only (a saved form would overwrite a row the tick may be changing); their
+buttons post these same actions for one job (:mod:`prescient.admin.job_page`).
 The dashboard, a page of this admin, lives in :mod:`prescient.admin.dashboard`.
 """
 
@@ -17,13 +18,11 @@ import django
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.contrib.admin.models import LogEntry
-from django.contrib.contenttypes.models import ContentType
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 from django.utils.translation import gettext, ngettext
@@ -32,7 +31,6 @@ from django.utils.translation import gettext_lazy as _
 from prescient import slots
 from prescient.admin.dashboard import DashboardMixin
 from prescient.admin.display import (
-    OUTCOME_COLOURS,
     QUIET,
     STATE_COLOURS,
     CheckFilter,
@@ -41,18 +39,17 @@ from prescient.admin.display import (
     badge,
     duration,
     entity_cell,
-    error_time,
     fieldset_names,
     when,
 )
 from prescient.admin.graph import LinksMixin
+from prescient.admin.job_page import JobPageMixin
 from prescient.admin.sleep import sleep_jobs
 from prescient.checks import get_check
 from prescient.conf import setting
 from prescient.engine import verbs as services
 from prescient.exceptions import InvalidTime, InvalidTransition, UnknownCheck
-from prescient.kinds.links import admin_url
-from prescient.models import FutureJob, JobHistory
+from prescient.models import FutureJob
 from prescient.states import State
 
 # ModelAdmin is generic in django-stubs only (subscripting it at runtime needs django_stubs_ext).
@@ -63,8 +60,6 @@ else:
 
 #: Per action, at most this many "skipped" messages; the rest are counted in one more message.
 MAX_SKIP_MESSAGES = 10
-#: History rows shown on a job's page (the full list is one link away).
-HISTORY_ROWS = 10
 #: Jobs listed on the kill confirmation page.
 KILL_PREVIEW = 50
 
@@ -141,8 +136,9 @@ class KillForm(forms.Form):
 
 
 @admin.register(FutureJob)
-class FutureJobAdmin(DashboardMixin, LinksMixin, ConsoleListMixin, _AdminBase):
-    """The live jobs; its ``dashboard/`` page comes with :class:`DashboardMixin`."""
+class FutureJobAdmin(DashboardMixin, JobPageMixin, LinksMixin, ConsoleListMixin, _AdminBase):
+    """The live jobs; its ``dashboard/`` page comes with :class:`DashboardMixin`, its own page
+    (with a button per verb) with :class:`JobPageMixin`."""
 
     list_display = [
         "entity", "job_exec", "state_badge", "next_check", "checks_used", "failure_count", "workflow",
@@ -214,89 +210,6 @@ class FutureJobAdmin(DashboardMixin, LinksMixin, ConsoleListMixin, _AdminBase):
     def run_time(self, job: FutureJob) -> str:
         """Time spent in the check so far, over all of the job's runs."""
         return duration(job.total_run_seconds)
-
-    @admin.display(description=_("recent errors"))
-    def recent_errors_table(self, job: FutureJob) -> str:
-        rows = []
-        for entry in reversed(job.recent_errors or []):
-            if isinstance(entry, dict):
-                rows.append((error_time(entry.get("at", "")), entry.get("error", "")))
-            else:
-                rows.append(("", str(entry)))
-        if not rows:
-            return "-"
-        body = format_html_join("", "<tr><td>{}</td><td><code>{}</code></td></tr>", rows)
-        return format_html(
-            "<table><thead><tr><th>{}</th><th>{}</th></tr></thead><tbody>{}</tbody></table>",
-            gettext("at"),
-            gettext("error"),
-            body,
-        )
-
-    @admin.display(description=_("changes in the admin"))
-    def admin_log(self, job: FutureJob) -> str:
-        """What people did to this job here (pause, release, run now, kill), newest first."""
-        entries = list(
-            LogEntry.objects.filter(content_type=ContentType.objects.get_for_model(job), object_id=str(job.pk))
-            .select_related("user")
-            .order_by("-action_time")[:HISTORY_ROWS]
-        )
-        if not entries:
-            return gettext("None yet.")
-        return format_html(
-            "<table><thead><tr><th>{}</th><th>{}</th><th>{}</th></tr></thead><tbody>{}</tbody></table>",
-            gettext("at"),
-            gettext("user"),
-            gettext("change"),
-            format_html_join(
-                "",
-                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-                ((when(entry.action_time), entry.user, entry.get_change_message()) for entry in entries),
-            ),
-        )
-
-    @admin.display(description=_("earlier jobs"))
-    def history_table(self, job: FutureJob) -> str:
-        """Earlier jobs of the same check for the same entity, newest first."""
-        past = JobHistory.objects.filter(
-            entity_name=job.entity_name, entity_key=job.entity_key, job_exec=job.job_exec
-        ).order_by("-finished_at", "-id")
-        rows = list(past[:HISTORY_ROWS])
-        if not rows:
-            return gettext("No earlier jobs of this check for this entity.")
-        body = format_html_join(
-            "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            (
-                (
-                    when(row.finished_at),
-                    badge(row.get_outcome_display(), OUTCOME_COLOURS.get(row.outcome, QUIET)),
-                    row.check_count,
-                    row.run_count,
-                    row.failure_count,
-                    row.reason or row.last_error or "",
-                )
-                for row in rows
-            ),
-        )
-        table = format_html(
-            "<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>",
-            format_html_join(
-                "", "<th>{}</th>",
-                (
-                    (gettext("finished at"),), (gettext("outcome"),), (gettext("checks"),),
-                    (gettext("runs"),), (gettext("failures"),), (gettext("reason"),),
-                ),
-            ),
-            body,
-        )
-        url = admin_url(
-            self.admin_site, JobHistory, "changelist",
-            entity_name=job.entity_name, entity_key=job.entity_key, job_exec=job.job_exec,
-        )
-        if url is None:
-            return table
-        return format_html('{}<p><a href="{}">{}</a></p>', table, url, gettext("All of them in the job history"))
 
     # --- actions
 

@@ -6,24 +6,30 @@ as for the JSON API (:mod:`.auth`): an API token scoped to every check, or a log
 either with the permission ``prescient.view_futurejob``.
 
 Each scrape builds a fresh :class:`~prometheus_client.CollectorRegistry` holding one
-:class:`PrescientCollector`, which reads the figures once (:func:`prescient.queries.figures`):
-nothing is kept between scrapes, and the process's default registry is left alone.
+:class:`PrescientCollector`, which reads the figures once (:func:`prescient.queries.figures`)
+and the running totals once (:class:`prescient.tallies.MetricTally`, one grouped query): the
+counters and histograms per check and queue come from the database, so they survive the
+processes that counted. Nothing is kept between scrapes, and the process's default registry
+is left alone.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+from collections import defaultdict
 from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.db import InterfaceError, OperationalError
+from django.db.models import Sum
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from .. import queries
 from ..clock import db_now
+from ..tallies import DURATION_BUCKETS, LAG_BUCKETS, MetricTally
 from .auth import VIEW, BearerToken, Principal, SessionCookie
 from .errors import ApiError, forbidden, unauthenticated
 
@@ -86,6 +92,65 @@ class PrescientCollector:
         for worker in figures.workers:
             skew.add_metric([worker.name], worker.clock_skew_seconds)
         yield skew
+        yield from tally_families()
+
+
+#: Counters drawn from the tallies: ``(figure prefix, metric, help, name of the label after the colon)``.
+COUNTERS = [
+    ("runs", "prescient_runs", "Runs of a job's code, per check, queue and what the run led to.", "result"),
+    ("outcomes", "prescient_job_outcomes", "Jobs that ended, per check, queue and outcome.", "outcome"),
+    ("rescues", "prescient_rescues", "Stale claims the rescuer dealt with, per check, queue and action.", "action"),
+]
+#: Histograms drawn from the tallies: ``(figure prefix, metric, help, bucket bounds)``.
+HISTOGRAMS = [
+    ("duration", "prescient_run_duration_seconds", "How long a job's code ran, per run.", DURATION_BUCKETS),
+    ("lag", "prescient_start_lag_seconds", "From a job's due time to the start of its run.", LAG_BUCKETS),
+]
+
+
+def read_tallies() -> dict[tuple[str, str], dict[str, float]]:
+    """``{(check, queue): {figure: total}}``: every running total, its shards summed, in one query."""
+    totals: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    rows = MetricTally.objects.values_list("job_exec", "queue", "name").annotate(total=Sum("value")).order_by()
+    for check, queue, name, total in rows:
+        totals[check, queue][name] = float(total)
+    return totals
+
+
+def tally_families() -> Iterator[Metric]:
+    """The counters and histograms per check and queue, from :func:`read_tallies`."""
+    from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+    totals = read_tallies()
+    for prefix, metric, help_text, label in COUNTERS:
+        family = CounterMetricFamily(metric, help_text, labels=["check", "queue", label])
+        for (check, queue), figures in sorted(totals.items()):
+            for name, total in sorted(figures.items()):
+                what, colon, value = name.partition(":")
+                if colon and what == prefix:
+                    family.add_metric([check, queue, value], total)
+        yield family
+    retries = CounterMetricFamily(
+        "prescient_retries", "Failed runs whose job is due again to retry, per check and queue.",
+        labels=["check", "queue"],
+    )
+    for (check, queue), figures in sorted(totals.items()):
+        if "retries" in figures:
+            retries.add_metric([check, queue], figures["retries"])
+    yield retries
+    for prefix, metric, help_text, bounds in HISTOGRAMS:
+        histogram = HistogramMetricFamily(metric, help_text, labels=["check", "queue"])
+        for (check, queue), figures in sorted(totals.items()):
+            if f"{prefix}_sum" not in figures:
+                continue
+            buckets, seen = [], 0.0
+            for bound in bounds:
+                seen += figures.get(f"{prefix}_le:{bound:g}", 0.0)
+                buckets.append((f"{bound:g}", seen))
+            count = sum(v for name, v in figures.items() if name.startswith(f"{prefix}_le:"))
+            buckets.append(("+Inf", count))
+            histogram.add_metric([check, queue], buckets, figures[f"{prefix}_sum"])
+        yield histogram
 
 
 def exposition(now: datetime, *, exact_up_to: int = queries.EXACT_COUNT_LIMIT) -> tuple[bytes, str]:

@@ -59,9 +59,11 @@ def reclaim(job: FutureJob, now: datetime) -> str:
     if job.failure_count > retries:
         states.target(job, Event.FINISH)
         store.end_job(job, Outcome.FAILED, now)
+        store.count_rescue(job, "failed")
         logger.warning("job id=%s failed: its worker was lost too often", job.pk)
         return ENDED
     store.clear_reservation(job, states.target(job, Event.RECLAIM))
+    store.count_rescue(job, "reclaimed")
     logger.warning("job id=%s reclaimed from a lost worker; due again", job.pk)
     return RECLAIMED
 
@@ -87,6 +89,7 @@ def rescue(now: datetime) -> Counter[str]:
                 continue  # a long-running job's own lease has not run out
             if job.run_started_at is None and not job.end_requested:
                 store.clear_reservation(job, states.target(job, Event.HAND_BACK))
+                store.count_rescue(job, "handed_back")
                 moved[HANDED_BACK] += 1
                 logger.warning("job id=%s handed back: its claim %s went stale before it started", pk, job.reserved_by)
                 continue
@@ -95,12 +98,14 @@ def rescue(now: datetime) -> Counter[str]:
             if job.end_requested:
                 states.target(job, Event.FINISH)
                 store.end_job(job, job.end_requested, now)
+                store.count_rescue(job, "ended")
                 moved[ENDED] += 1
                 logger.warning("job id=%s ended %s: %s", job.pk, job.end_requested, error)
                 continue
             if job.sleep_until is not None:  # slept during the lost run: due when asked
                 job.next_check_at = job.sleep_until
                 store.clear_reservation(job, states.target(job, Event.SLEEP))
+                store.count_rescue(job, "slept")
                 moved[SLEPT] += 1
                 logger.warning("job id=%s slept: %s", job.pk, error)
                 continue
@@ -108,6 +113,7 @@ def rescue(now: datetime) -> Counter[str]:
                 moved[reclaim(job, now)] += 1
                 continue
             store.clear_reservation(job, states.target(job, Event.BURY))
+            store.count_rescue(job, "buried")
             moved[BURIED] += 1
             logger.warning("job id=%s buried: %s", job.pk, error)
     return moved

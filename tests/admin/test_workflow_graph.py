@@ -23,13 +23,16 @@ def order(make_thing, t0):
 def test_job_page__lists_parents_and_children_linked_with_their_states(admin_client, order, t0):
     charge, pack, ship = order
     page = admin_client.get(reverse("admin:prescient_futurejob_change", args=[pack.pk])).content.decode()
-    assert "runs after" in page and f"test.record #{charge.pk}" in page and f"test.record #{ship.pk}" in page
+    # The check and the entity first, the job's id second (not "#17", which reads like an order number).
+    assert "runs after" in page
+    assert f"test.record · testapp.thing#{charge.entity_key}</a> <small>(job {charge.pk})" in page
+    assert f"test.record · testapp.thing#{ship.entity_key}</a> <small>(job {ship.pk})" in page
     assert reverse("admin:prescient_futurejob_change", args=[ship.pk]) in page and "Waiting" in page
 
     prescient.tick(t0)
     row = JobHistory.objects.get(job_id=pack.pk)
     page = admin_client.get(reverse("admin:prescient_jobhistory_change", args=[row.pk])).content.decode()
-    assert f"test.record #{charge.pk}" in page and "Completed" in page
+    assert f"(job {charge.pk})" in page and "Completed" in page
 
 
 def test_job_list__filters_waiting_jobs(admin_client, order):
@@ -57,10 +60,22 @@ def test_workflow_graph__of_50_jobs_fits_in_columns(admin_client, make_thing, t0
     page = admin_client.get(reverse("admin:prescient_workflow_graph", args=["big"])).content.decode()
     assert page.count('class="node"') == 50 and page.count("<line ") == 96
     width, height = map(int, re.search(r'viewBox="0 0 (\d+) (\d+)"', page).groups())
-    assert width < 800 and height < 48 * 50  # three columns; the 48 siblings stacked in one
+    node_w = int(re.search(r'<rect x="\d+" y="\d+" width="(\d+)"', page).group(1))
+    columns = set(re.findall(r'<rect x="(\d+)"', page))
+    assert len(columns) == 3 and width < 3 * (node_w + 60) + 20  # three columns; the 48 siblings stacked in one
+    assert height < 48 * 50
 
 
 def test_workflow_graph__needs_view_permission(client, django_user_model):
     user = django_user_model.objects.create_user("staff", password="x", is_staff=True)
     client.force_login(user)
     assert client.get(reverse("admin:prescient_workflow_graph", args=["order-42"])).status_code == 403
+
+
+def test_workflow_graph__labels_are_never_truncated(admin_client, make_thing, t0):
+    thing = make_thing()
+    prescient.schedule(thing, "test.record", workflow="w", now=t0)
+    page = admin_client.get(reverse("admin:prescient_workflow_graph", args=["w"])).content.decode()
+    assert f">test.record · testapp.thing#{thing.pk}</text>" in page  # whole, no "…"
+    start = page.index('<div class="module prescient-graph">')
+    assert "…" not in page[start:page.index("</svg>", start)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sys
 from datetime import timedelta
 
@@ -123,9 +124,17 @@ def test_system_check__says_when_the_url_is_mounted_without_prometheus_client(mo
     (message,) = check_metrics()
     assert message.id == "prescient.I001"
     assert "/prescient/metrics answers 501" in message.msg
-    call_command("check")  # an Info fails nothing
+    said = io.StringIO()
+    call_command("check", stdout=said, stderr=said)  # not by every command: only before deploying
+    assert "I001" not in said.getvalue()
     with pytest.raises(SystemCheckError, match="prescient.I001"):
-        call_command("check", fail_level="INFO")
+        call_command("check", deploy=True, fail_level="INFO")
+
+
+def test_system_check__is_not_said_by_every_command(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    call_command("prescient_status", skip_checks=False)  # a command's own system checks run
+    assert "I001" not in capsys.readouterr().err
 
 
 def test_system_check__is_silent_without_urls(monkeypatch, settings):

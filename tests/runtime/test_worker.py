@@ -265,6 +265,23 @@ def test_worker__sigterm_past_the_grace_period_hands_back_unfinished_runs(worker
     assert [(j.state, j.failure_count, j.reserved_by) for j in jobs] == [(State.SCHEDULED, 0, "")] * 2
 
 
+def test_worker__idle_stops_within_a_second_of_sigterm(workers):
+    """#27 item 7: an idle worker took 6.5-7 s to stop. Its loop wakes on the signal itself
+    (signal.set_wakeup_fd), not at the end of its poll or heartbeat wait: both are long here."""
+    proc = workers.start(
+        "--concurrency", "2", settings={"WORKER_POLL_SECONDS": 10, "WORKER_HEARTBEAT_SECONDS": 10}
+    )
+    wait_until(lambda: Worker.objects.filter(stopped_at__isnull=True).exists(), 30, what="worker registered")
+    time.sleep(1.5)  # into its idle wait, its children started
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert workers.finish(proc, 10) == 0, workers.output(proc)
+    stopped_in = time.monotonic() - started
+    print(f"idle worker stopped in {stopped_in * 1000:.0f} ms")
+    assert stopped_in < 1.0, workers.output(proc)
+    assert Worker.objects.get().stopped_at is not None
+
+
 def test_worker__run_now_is_picked_up_by_an_idle_worker_within_a_second(workers):
     # PostgreSQL: woken by NOTIFY; SQLite: at the next poll (0.2 s in these tests). The bound is
     # generous on purpose: the test asserts the order of magnitude, the bench measures.

@@ -35,6 +35,7 @@ from .ending import end_job, end_jobs, release_waiters, resolve_waiting
 from .history import prune_history
 from .inserting import ONE_PENDING_JOB, insert, insert_new
 from .settle import settle
+from .tallies import count_rescue
 from .wake import CHANNEL, can_listen, notify
 
 logger = logging.getLogger("prescient.engine")
@@ -231,6 +232,7 @@ __all__ = [
     "cancel_current_query",
     "claim",
     "clear_reservation",
+    "count_rescue",
     "db_now",
     "due_order",
     "end_job",

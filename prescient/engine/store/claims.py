@@ -15,10 +15,13 @@ million jobs due later cost nothing), updated, and returned.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, models, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from prescient.clock import db_clock, db_now
 from prescient.models import FutureJob
@@ -145,18 +148,28 @@ def start_runs(jobs: Sequence[FutureJob], token: str) -> set[int]:
     params = [State.RUNNING.value, *clock_params, *clock_params, *ids, token, State.RESERVED.value]
     if can_insert_returning():
         with connection.cursor() as cursor:
-            cursor.execute(f"{sql} RETURNING {pk_column}", params)
-            started = {row[0] for row in cursor.fetchall()}
+            cursor.execute(f"{sql} RETURNING {pk_column}, {qn('run_started_at')}", params)
+            stamps = {row[0]: _as_datetime(row[1]) for row in cursor.fetchall()}
     else:  # no RETURNING: update, then read what was started
         with transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
             mine = FutureJob.objects.filter(pk__in=ids, reserved_by=token, state=State.RUNNING)
-            started = set(mine.values_list("pk", flat=True))
+            stamps = dict(mine.values_list("pk", "run_started_at"))
     for job in jobs:
-        if job.pk in started:
+        if job.pk in stamps:
             job.state = State.RUNNING
-    return started
+            job.run_started_at = stamps[job.pk]  # the start of its run, for the start-lag metric
+    return set(stamps)
+
+
+def _as_datetime(value: Any) -> datetime | None:
+    """A timestamp read by a raw cursor as the ORM would give it (SQLite returns text, naive UTC)."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if isinstance(value, datetime) and settings.USE_TZ and timezone.is_naive(value):
+        value = timezone.make_aware(value, UTC)
+    return value if isinstance(value, datetime) else None
 
 
 def take_back(job: FutureJob, to: str) -> None:

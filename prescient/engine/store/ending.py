@@ -15,15 +15,18 @@ from prescient.states import Outcome
 
 from .. import bulk
 from . import links
+from .tallies import count_endings
 from .wake import notify
 
 logger = logging.getLogger("prescient.engine")
 
 
 def _insert_history(rows: list[JobHistory]) -> None:
+    """Insert the history rows of jobs that end, and count their outcomes for the metrics."""
     if rows:
         fields = bulk.insert_fields(JobHistory)
         bulk.insert_rows(JobHistory, bulk.prep_all(rows, fields, add=True), fields)
+        count_endings(rows)
 
 
 def end_jobs(

@@ -20,6 +20,7 @@ from .. import bulk
 from ..decisions import DISCARDED, HANDED_BACK, SUMMARY_KEY, Decision, TickSummary, record_error
 from . import links
 from .ending import _insert_history, end_jobs, release_waiters
+from .tallies import RunTally
 
 logger = logging.getLogger("prescient.engine")
 
@@ -60,12 +61,17 @@ _REFUSED = (DataError, IntegrityError, ProgrammingError, ValueError)
 
 
 def _settle_batch(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
-    with transaction.atomic():
+    tally = RunTally(now)
+    with transaction.atomic(), tally.collecting():
         # Before any job row: the workflows of the jobs that wait on this batch (see links).
         links.lock_workflows_of_children([d.job.pk for d in decisions])
-        rest = _settle_guarded(decisions, token, now, summary) if connection.vendor == "postgresql" else decisions
+        if connection.vendor == "postgresql":
+            rest = _settle_guarded(decisions, token, now, summary, tally)
+        else:
+            rest = decisions
         if rest:
-            _settle_locked(rest, token, now, summary)
+            _settle_locked(rest, token, now, summary, tally)
+        tally.write()  # runs and endings, after every job row: the tallies' locks are the last taken
 
 
 def _settle_refused(decision: Decision, token: str, now: datetime, summary: TickSummary, exc: Exception) -> None:
@@ -99,7 +105,9 @@ def _count_run(job: FutureJob, decision: Decision) -> None:
         job.total_run_seconds += decision.seconds
 
 
-def _settle_guarded(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> list[Decision]:
+def _settle_guarded(
+    decisions: list[Decision], token: str, now: datetime, summary: TickSummary, tally: RunTally
+) -> list[Decision]:
     """Settle the common case without reading the rows first; return what it could not settle.
 
     A job whose run ends, is re-scheduled or retried, still ``running`` under ``token`` with
@@ -145,7 +153,7 @@ def _settle_guarded(decisions: list[Decision], token: str, now: datetime, summar
             _count_run(job, decision)
             history.append(JobHistory.from_job(job, decision.outcome, now, **_why(decision)))
             summary.counts[decision.outcome] += 1
-            _log_settled(job, decision.outcome, decision)
+            _settled(job, decision.outcome, decision, tally)
         _insert_history(history)
         release_waiters([row.job_id for row in history], now)
         rest.extend(finishing.values())
@@ -156,11 +164,13 @@ def _settle_guarded(decisions: list[Decision], token: str, now: datetime, summar
                 rest.append(decision)
                 continue
             summary.counts[SUMMARY_KEY[decision.event]] += 1
-            _log_settled(job, SUMMARY_KEY[decision.event], decision)
+            _settled(job, SUMMARY_KEY[decision.event], decision, tally)
     return rest
 
 
-def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
+def _settle_locked(
+    decisions: list[Decision], token: str, now: datetime, summary: TickSummary, tally: RunTally
+) -> None:
     """Settle each decision against its row as it is now, read and locked (call in a transaction)."""
     current = _lock_reserved([d.job.pk for d in decisions], token)
     ended: list[tuple[FutureJob, str]] = []
@@ -173,6 +183,7 @@ def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary
                 summary.counts[HANDED_BACK] += 1  # taken back before it started: already written
                 continue
             summary.counts[DISCARDED] += 1
+            tally.run(decision.job, DISCARDED, decision)
             logger.warning("job id=%s lost its reservation during the run; result discarded", decision.job.pk)
             continue
         _count_run(job, decision)
@@ -192,7 +203,7 @@ def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary
             if outcome == decision.outcome:  # not a kill or cancel that came during the run
                 why[job.pk] = _why(decision)
             summary.counts[outcome] += 1
-            _log_settled(job, outcome, decision)
+            _settled(job, outcome, decision, tally)
             continue
         if due is not None and event != Event.FINISH:
             job.next_check_at = due  # re-checked, retried, slept, or released to a later slot
@@ -204,7 +215,7 @@ def _settle_locked(decisions: list[Decision], token: str, now: datetime, summary
         job.reserved_by, job.reserved_at, job.run_started_at = "", None, None
         job.sleep_until = None
         updated.append(job)
-        _log_settled(job, SUMMARY_KEY[event], decision)
+        _settled(job, SUMMARY_KEY[event], decision, tally)
     if ended:
         end_jobs(ended, now, why)
     if updated:
@@ -226,7 +237,9 @@ def _why(decision: Decision) -> dict[str, Any]:
     return why
 
 
-def _log_settled(job: FutureJob, what: str, decision: Decision) -> None:
+def _settled(job: FutureJob, what: str, decision: Decision, tally: RunTally) -> None:
+    """Count and log a settled run of ``job`` that led to ``what``."""
+    tally.run(job, what, decision)
     logger.info(
         "check=%s entity=%s#%s outcome=%s duration=%.3fs%s%s",
         job.job_exec, job.entity_name, job.entity_key, what, decision.seconds,
