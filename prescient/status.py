@@ -59,15 +59,15 @@ def expectations(now: datetime) -> list[ExpectationInfo]:
     declared = list(registered())
     if not declared:
         return []
-    pending = dict(
-        FutureJob.objects.filter(kind=KIND).order_by().values_list("job_exec").annotate(n=Count("id"))
-    )
+    pending: dict[str, int] = {}
+    for row in FutureJob.objects.filter(kind=KIND).order_by().values("job_exec").annotate(n=Count("id")):
+        pending[row["job_exec"]] = row["n"]
     ended: dict[tuple[str, str], int] = {}
     rows = JobHistory.objects.filter(
         outcome__in=[Outcome.MET, Outcome.MISSED], finished_at__gte=now - EXPECTATION_WINDOW, finished_at__lte=now
     )
-    for name, outcome, n in rows.order_by().values_list("job_exec", "outcome").annotate(n=Count("id")):
-        ended[(name, outcome)] = n
+    for row in rows.order_by().values("job_exec", "outcome").annotate(n=Count("id")):
+        ended[(row["job_exec"], row["outcome"])] = row["n"]
     return [
         ExpectationInfo(
             name=entry.name, model=entry.model_label,

@@ -122,7 +122,8 @@ class ExpectationKind(JobKind):
                 continue  # reported per job by run()
             if not isinstance(expectation.met, Q):
                 continue
-            met[name] = found = set()
+            found: set[str] = set()
+            met[name] = found
             model = type(instances[0])
             try:
                 for chunk in bulk.chunks([instance.pk for instance in instances], 500):

@@ -93,3 +93,18 @@ def test_no_expectation_declared__status_has_none_and_costs_nothing(django_asser
 
     with django_assert_num_queries(0):
         assert expectations(timezone.now()) == []
+
+
+def test_dashboard__expectations_cost_three_queries_more(admin_client, declare):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def count() -> int:
+        admin_client.get("/admin/prescient/futurejob/dashboard/")  # warm: sessions, content types
+        with CaptureQueriesContext(connection) as queries:
+            assert admin_client.get("/admin/prescient/futurejob/dashboard/").status_code == 200
+        return len(queries)
+
+    without = count()
+    declare()
+    assert count() == without + 3  # two for the status's expectations, one for the SLA chart
