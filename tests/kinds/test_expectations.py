@@ -16,7 +16,6 @@ from prescient.exceptions import AlreadyRegistered, InvalidEntity, UnknownCheck
 from prescient.models import FutureJob, JobHistory
 from prescient.states import Outcome
 from tests.conftest import T0
-from tests.testapp.handlers import retry_now
 from tests.testapp.models import Other, Thing
 
 pytestmark = pytest.mark.django_db
@@ -80,10 +79,16 @@ def test_expect__by_handler_and_refusals(declare, make_thing):
         prescient.expect(Other.objects.create(), "test.expect", now=T0)
 
 
-def test_expectation__cannot_take_a_name_registered_to_other_code(declare, register):
-    register("test.taken", lambda thing, job: None)
+def test_expectation__cannot_take_a_name_registered_to_other_code(register):
+    def a_check(thing: Thing, job: FutureJob) -> None: ...
+
+    def a_handler(thing: Thing, job: FutureJob, step: int) -> None: ...
+
+    register("test.taken", a_check)
+    declare_it = prescient.expectation("test.taken", model="testapp.Thing", met=lambda thing: True, ladder=[H])
     with pytest.raises(AlreadyRegistered, match="test.taken"):
-        declare("test.taken")
+        declare_it(a_handler)
+    assert prescient.get_check("test.taken").kind == "check"
 
 
 # --- the ladder ------------------------------------------------------------------------------------
@@ -243,10 +248,12 @@ def test_a_handler_failing_past_its_retries__ends_failed(declare, make_thing):
     def broken(thing: Thing, job: FutureJob, step: int) -> None:
         raise ValueError("broken")
 
-    declare(handler=broken, max_retries=1, error_handler=retry_now)
+    declare(handler=broken, max_retries=1)
     thing = make_thing()
     prescient.expect(thing, "test.expect", now=T0)
     prescient.tick(T0 + 3 * H)
+    assert pending(thing) is not None
+    prescient.tick(T0 + 3 * H + timedelta(minutes=15))
     assert ended(thing).outcome == Outcome.FAILED
 
 
