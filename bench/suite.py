@@ -718,8 +718,8 @@ def scheduling(res: Results, raw: Raw, sizes: dict[str, Any]) -> None:
 
 def saves(res: Results, items: list[Item], runs: int) -> None:
     """save() of a model without an expectation (Item), and of one with an expectation (Parcel):
-    with none pending (one indexed query more), and with one pending that the save does not meet
-    (and a second: the expectation's Q asked of the row)."""
+    with none pending, and with one pending that the save does not meet (either way one indexed
+    query more: the pending jobs, with the expectation's Q asked of the row beside them)."""
     Parcel.objects.all().delete()
     parcels = Parcel.objects.bulk_create([Parcel() for _ in items])
 

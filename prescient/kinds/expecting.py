@@ -4,7 +4,8 @@ A save through the ORM of an instance that meets a pending expectation ends it `
 saving transaction (a rollback leaves it pending); a deletion ends it ``entity_missing``. Only
 models with an expectation get the receivers (``post_save``/``post_delete`` connected per
 model), so a save of any other model costs nothing; a save of a model with one costs one
-indexed query, and a second only while an expectation is pending. ``QuerySet.update()`` sends
+indexed query, which also asks a ``met`` Q of the row (a callable ``met`` is called only while
+a job is pending). ``QuerySet.update()`` sends
 no signal: the next rung finds the instance met and ends the job ``met``, its handler uncalled.
 """
 
@@ -16,13 +17,14 @@ from typing import Any
 
 from django.apps import apps
 from django.db import IntegrityError, models, transaction
+from django.db.models import Exists, Q
 from django.db.models.signals import post_delete, post_save
 
 from prescient import slots
 from prescient.conf import setting
 from prescient.engine import store
 from prescient.engine.targets import _end, _now, entity_ref
-from prescient.exceptions import InvalidTime, PrescientError
+from prescient.exceptions import InvalidTime
 from prescient.expectations import KIND, Expectation, get_expectation, of_model, registered, watchers
 from prescient.models import FutureJob
 from prescient.states import Event, Outcome, State
@@ -93,24 +95,35 @@ def expect(
 
 def end_pending(instance: models.Model, *, deleted: bool, now: datetime | None = None) -> int:
     """End the pending expectations of ``instance`` that it meets (``met``), or all of them when
-    it was ``deleted`` (``entity_missing``), in the caller's transaction; returns how many."""
+    it was ``deleted`` (``entity_missing``), in the caller's transaction; returns how many.
+
+    One query finds the pending jobs and, for each expectation whose ``met`` is a Q, whether the
+    row meets it (an ``EXISTS`` beside the job's row): a save that ends nothing costs that one
+    query, whether an expectation is pending or not.
+    """
     label = instance._meta.label_lower
-    names = [entry.name for entry in of_model(label)]
-    if not names or instance.pk is None:
+    entries = {entry.name: entry for entry in of_model(label)}
+    if not entries or instance.pk is None:
         return 0
-    rows = FutureJob.objects.filter(entity_name=label, entity_key=str(instance.pk), job_exec__in=names)
-    pending = list(rows.values_list("job_exec", flat=True))
+    asked: dict[str, Exists] = {}
+    if not deleted:
+        manager = type(instance)._default_manager
+        for index, entry in enumerate(entries.values()):
+            if isinstance(entry.met, Q):
+                asked[f"met_{index}"] = Exists(manager.filter(entry.met, pk=instance.pk))
+    rows = FutureJob.objects.filter(entity_name=label, entity_key=str(instance.pk), job_exec__in=list(entries))
+    pending = list(rows.annotate(**asked).values("job_exec", *asked))
     if not pending:
         return 0
     now = _now(now)
     ended = 0
-    for name in pending:
-        try:
-            entry = get_expectation(name)
-        except PrescientError:
-            continue  # unregistered since the query
-        if not deleted and not entry.met_by(instance):
-            continue
+    for row in pending:
+        name = row["job_exec"]
+        entry = entries[name]
+        if not deleted:
+            flag = f"met_{list(entries).index(name)}"
+            if not (row[flag] if flag in row else entry.met_by(instance)):
+                continue
         with transaction.atomic():
             job = FutureJob.objects.select_for_update().filter(
                 entity_name=label, entity_key=str(instance.pk), job_exec=name

@@ -201,6 +201,22 @@ def test_save_that_does_not_meet__leaves_it_pending(declare, make_thing):
     assert pending(thing) is not None
 
 
+def test_save__costs_one_query_more_pending_or_not_and_none_for_other_models(
+    declare, make_thing, django_assert_num_queries
+):
+    declare()
+    thing, other = make_thing(), Other.objects.create()
+    with django_assert_num_queries(1):  # its UPDATE: no expectation is about this model
+        other.save()
+    with django_assert_num_queries(2):  # the UPDATE; the pending jobs, with met asked beside them
+        thing.save()
+    prescient.expect(thing, "test.expect", now=T0)
+    thing.status = "packed"
+    with django_assert_num_queries(2):
+        thing.save()
+    assert pending(thing) is not None
+
+
 def test_deleted_instance__ends_entity_missing(declare, make_thing):
     declare()
     thing = make_thing()
