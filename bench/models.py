@@ -8,3 +8,13 @@ class Item(models.Model):
 
     def __str__(self) -> str:
         return f"item {self.pk}"
+
+
+class Parcel(models.Model):
+    """A row shaped as :class:`Item` whose model has an expectation (``bench.parcel``): what a
+    save() of such a model costs, beside a save() of Item, whose model has none."""
+
+    stamp = models.FloatField(null=True)
+
+    def __str__(self) -> str:
+        return f"parcel {self.pk}"

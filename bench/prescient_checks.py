@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
+from django.db.models import Q
+
 import prescient
 
-from .models import Item
+from .models import Item, Parcel
 
 AGAIN = timedelta(hours=1)
 
@@ -28,3 +30,8 @@ def stamp(item: Item, job: object) -> None:
 @prescient.check("bench.done", model="bench.Item")
 def done(item: Item, job: object) -> None:
     """Ends its job: what passes through the live table in the churn section."""
+
+
+@prescient.expectation("bench.parcel", model="bench.Parcel", met=Q(stamp__lt=0), ladder=[timedelta(hours=1)])
+def parcel_late(parcel: Parcel, job: object, step: int) -> None:
+    """Never met in the bench (stamps are positive): its saves measure the receivers' cost."""

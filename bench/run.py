@@ -77,7 +77,7 @@ def section(key: str) -> str:
         return "sweep"
     if key == "raw.claim_idle" or head in ("idle", "scaling"):
         return "idle"
-    if key.startswith("raw.insert") or key == "raw.executemany" or head == "schedule":
+    if key.startswith("raw.insert") or key == "raw.executemany" or head in ("schedule", "save"):
         return "scheduling"
     if head == "workflow":
         return "workflows"
@@ -138,6 +138,10 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
              (">=", 0.5, "ratio")),
         Spec("raw.executemany", f"raw: executemany of {sizes['many']:,} rows", "/s"),
         Spec("schedule.many", "schedule_many(queryset)", "/s", "raw.executemany", (">=", 0.30, "ratio")),
+        Spec("save.without", f"save() of a model without an expectation, {sizes['one']:,} rows one by one", "/s"),
+        Spec("save.with_none_pending", "save() of a model with an expectation, none pending", "/s", "save.without"),
+        Spec("save.with_pending", "save() of a model with an expectation, one pending, not met", "/s",
+             "save.without"),
         Spec("raw.notify.p50", "raw: NOTIFY -> LISTEN, p50", "s", postgres_only=True),
         Spec("raw.notify.p99", "raw: NOTIFY -> LISTEN, p99", "s", postgres_only=True),
         Spec("latency.p50", "run_now -> run starts, idle worker, p50", "s", "raw.notify.p50", ("<=", 0.100, "value"),

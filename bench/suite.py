@@ -40,7 +40,7 @@ from django.utils import timezone  # noqa: E402
 
 import prescient  # noqa: E402
 from bench import churn, herd, metrics, peers, prune, recurring, replay  # noqa: E402
-from bench.models import Item  # noqa: E402
+from bench.models import Item, Parcel  # noqa: E402
 from prescient.engine import bulk, store  # noqa: E402
 from prescient.engine import sweep as engine_sweep  # noqa: E402
 from prescient.engine import verbs as services  # noqa: E402
@@ -713,6 +713,34 @@ def scheduling(res: Results, raw: Raw, sizes: dict[str, Any]) -> None:
                 "schedule.one_autocommit", "raw.executemany", "schedule.many")))
     raw.run(f"TRUNCATE {RAW_INSERT}" if pg() else f"DELETE FROM {RAW_INSERT}")
     clear_jobs()
+    saves(res, items, runs)
+
+
+def saves(res: Results, items: list[Item], runs: int) -> None:
+    """save() of a model without an expectation (Item), and of one with an expectation (Parcel):
+    with none pending, and with one pending that the save does not meet (either way one indexed
+    query more: the pending jobs, with the expectation's Q asked of the row beside them)."""
+    Parcel.objects.all().delete()
+    parcels = Parcel.objects.bulk_create([Parcel() for _ in items])
+
+    def save_all(rows: list[Any]) -> float:
+        started = time.perf_counter()
+        for row in rows:
+            row.stamp = time.time()
+            row.save(update_fields=["stamp"])
+        return len(rows) / (time.perf_counter() - started)
+
+    for run in range(runs):
+        clear_jobs()
+        res.add("save.without", save_all(items))
+        res.add("save.with_none_pending", save_all(parcels))
+        for parcel in parcels:
+            prescient.expect(parcel, "bench.parcel")
+        res.add("save.with_pending", save_all(parcels))
+        log(f"saves run {run + 1}/{runs}: " + ", ".join(
+            f"{k} {res.values[k][-1]:,.0f}/s" for k in ("save.without", "save.with_none_pending", "save.with_pending")))
+    clear_jobs()
+    Parcel.objects.all().delete()
 
 
 SECTIONS = ("sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "prune", "metrics", "peers")

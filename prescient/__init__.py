@@ -5,13 +5,19 @@
 
     prescient.schedule(order, "shop.unshipped", delay=timedelta(hours=3))
     prescient.cancel(order, "shop.unshipped")
+
+    @prescient.expectation("shop.shipped", model="shop.Order", met=Q(status="shipped"),
+                           ladder=[timedelta(hours=3), timedelta(hours=24)])
+    def not_shipped(order, job, step): ...
+
+    prescient.expect(order, "shop.shipped")
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import errors
+from . import errors, signals
 from .checks import RELEASE, Check, check, get_check
 from .exceptions import (
     AlreadyRegistered,
@@ -28,6 +34,7 @@ from .exceptions import (
     UnknownParent,
     UnknownWorkflow,
 )
+from .expectations import Expectation, expectation
 
 if TYPE_CHECKING:
     from .engine.verbs import (
@@ -40,6 +47,7 @@ if TYPE_CHECKING:
         schedule_many,
         sleep,
     )
+    from .kinds.expecting import expect
     from .runtime.tick import tick
     from .schedules import periodic, recurring, stop_recurring
     from .tasks import enqueue_after
@@ -58,6 +66,7 @@ _LAZY = {
     "run_now": "engine.verbs",
     "sleep": "engine.verbs",
     "enqueue_after": "tasks",
+    "expect": "kinds.expecting",
     "tick": "runtime.tick",
     "recurring": "schedules",
     "stop_recurring": "schedules",
@@ -69,6 +78,7 @@ __all__ = [
     "AlreadyRegistered",
     "Check",
     "CheckTimeout",
+    "Expectation",
     "ImmutableField",
     "InvalidDependency",
     "InvalidEntity",
@@ -84,6 +94,8 @@ __all__ = [
     "check",
     "enqueue_after",
     "errors",
+    "expect",
+    "expectation",
     "get_check",
     "kill",
     "pause",
@@ -93,6 +105,7 @@ __all__ = [
     "run_now",
     "schedule",
     "schedule_many",
+    "signals",
     "sleep",
     "stop_recurring",
     "tick",

@@ -50,6 +50,9 @@ DEFAULTS: dict[str, Any] = {
     # named; an outcome that is absent without "*", or given None, is kept forever). None: every
     # row is kept forever. Pruned by the upkeep service history_pruner and prescient_prune.
     "HISTORY_RETENTION_DAYS": {"completed": 14, "*": 90},
+    # Business hours for expectations' ladders, by name (prescient/calendars.py): each a dict of
+    # "timezone", "hours" ({"mon-fri": "09:00-17:00"}), optional "closed" dates and "holidays".
+    "CALENDARS": {},
 }
 
 
@@ -224,6 +227,12 @@ RULES: dict[str, Rule | Callable[[str, Any], list[Problem]]] = {
     ),
     "CHILD_MAX_RUNS": whole(1, 1_000_000_000, "prescient.E009", none="never replaced"),
     "HISTORY_RETENTION_DAYS": _retention,
+    # Each calendar's contents are checked by prescient.calendars (system check prescient.E031).
+    "CALENDARS": Rule(
+        "a dict of calendar names to dicts (timezone, hours, closed, holidays)",
+        lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(c, dict) for k, c in v.items()),
+        "prescient.E030",
+    ),
 }
 
 

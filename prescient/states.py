@@ -32,6 +32,8 @@ class Outcome(models.TextChoices):
     ENTITY_MISSING = "entity_missing", _("Entity missing")  # its instance was deleted
     CANCELLED = "cancelled", _("Cancelled")  # prescient.cancel()
     KILLED = "killed", _("Killed")  # killed by a person, with a reason
+    MET = "met", _("Met")  # an expectation found met (at a save, or at a rung)
+    MISSED = "missed", _("Missed")  # an expectation past the last rung of its ladder, unmet
 
 
 class Event(models.TextChoices):

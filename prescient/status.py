@@ -10,8 +10,12 @@ from django.db.models import Count, Max, Min
 
 from .clock import db_now
 from .conf import stale_after_seconds
-from .models import FutureJob, Worker
-from .states import State
+from .expectations import KIND, registered
+from .models import FutureJob, JobHistory, Worker
+from .states import Outcome, State
+
+#: The window of the met and missed counts of expectations.
+EXPECTATION_WINDOW = timedelta(hours=24)
 
 
 def alive_workers(now: datetime | None = None) -> list[Worker]:
@@ -36,6 +40,47 @@ class WorkerInfo:
 
 
 @dataclass
+class ExpectationInfo:
+    name: str
+    model: str
+    #: The ladder's offsets from the start, in seconds.
+    ladder_seconds: list[float]
+    #: A calendar's name, "(per instance)" when chosen by a callable, or None.
+    calendar: str | None
+    pending: int
+    #: Ended ``met`` / ``missed`` in the 24 hours before ``now``.
+    met: int
+    missed: int
+
+
+def expectations(now: datetime) -> list[ExpectationInfo]:
+    """Every registered expectation: pending jobs, and met and missed in the past 24 hours
+    (two grouped queries, whatever the number of expectations; none when there is none)."""
+    declared = list(registered())
+    if not declared:
+        return []
+    pending: dict[str, int] = {}
+    for row in FutureJob.objects.filter(kind=KIND).order_by().values("job_exec").annotate(n=Count("id")):
+        pending[row["job_exec"]] = row["n"]
+    ended: dict[tuple[str, str], int] = {}
+    rows = JobHistory.objects.filter(
+        outcome__in=[Outcome.MET, Outcome.MISSED], finished_at__gte=now - EXPECTATION_WINDOW, finished_at__lte=now
+    )
+    for row in rows.order_by().values("job_exec", "outcome").annotate(n=Count("id")):
+        ended[(row["job_exec"], row["outcome"])] = row["n"]
+    return [
+        ExpectationInfo(
+            name=entry.name, model=entry.model_label,
+            ladder_seconds=[step.total_seconds() for step in entry.ladder],
+            calendar=entry.calendar if isinstance(entry.calendar, str) or entry.calendar is None else "(per instance)",
+            pending=pending.get(entry.name, 0),
+            met=ended.get((entry.name, Outcome.MET), 0), missed=ended.get((entry.name, Outcome.MISSED), 0),
+        )
+        for entry in declared
+    ]
+
+
+@dataclass
 class Status:
     now: str
     states: dict[str, int]
@@ -43,6 +88,7 @@ class Status:
     oldest_overdue_seconds: float | None
     workers: list[WorkerInfo] = field(default_factory=list)
     last_slot_at: str | None = None
+    expectations: list[ExpectationInfo] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,4 +120,5 @@ def snapshot(now: datetime | None = None) -> Status:
         oldest_overdue_seconds=None if oldest is None else round((now - oldest).total_seconds(), 1),
         workers=workers,
         last_slot_at=None if last_slot is None else last_slot.isoformat(),
+        expectations=expectations(now),
     )

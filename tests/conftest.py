@@ -144,3 +144,37 @@ def manage(*args: str, timeout: float = 120) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+@pytest.fixture
+def declare() -> Iterator[Callable[..., list[tuple[int, int]]]]:
+    """Declare an expectation on testapp.Thing for one test: ``declare("name", met=..., ladder=...,
+    handler=..., **options)``, by default met by ``status="shipped"`` with rungs at 3, 6 and 24
+    hours. Returns the list the default handler appends ``(thing pk, step)`` to."""
+    from django.db.models import Q
+
+    import prescient
+    from prescient import expectations
+
+    names: list[str] = []
+
+    def add(
+        name: str = "test.expect", *, handler: Callable[..., Any] | None = None, met: Any = None,
+        ladder: Any = (timedelta(hours=3), timedelta(hours=6), timedelta(hours=24)), **options: Any,
+    ) -> list[tuple[int, int]]:
+        expectations.unregister(name)
+        names.append(name)
+        calls: list[tuple[int, int]] = []
+
+        def record(thing: Thing, job: FutureJob, step: int) -> None:
+            calls.append((thing.pk, step))
+
+        prescient.expectation(
+            name, model=options.pop("model", "testapp.Thing"), met=Q(status="shipped") if met is None else met,
+            ladder=list(ladder), **options,
+        )(handler or record)
+        return calls
+
+    yield add
+    for name in names:
+        expectations.unregister(name)

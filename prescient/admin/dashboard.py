@@ -1,7 +1,8 @@
 """The dashboard page of the job list: its view (:class:`DashboardMixin`) and what it shows.
 
 Counts per state, the oldest overdue job, live workers, and three charts (:mod:`.charts`): jobs
-due per slot in the next 24 hours, jobs finished per slot in the past 24 hours and 7 days.
+due per slot in the next 24 hours, jobs finished per slot in the past 24 hours and 7 days; a
+fourth when expectations are declared: those met and missed per slot in the past 7 days.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from prescient import slots
 from prescient.admin.charts import DAY_MINUTES, WEEK_MINUTES, Chart, Series, bucket_label, bucket_minutes, build_chart
 from prescient.admin.display import STATE_COLOURS, AdminMixinBase, badge, can_view, when
 from prescient.conf import setting
+from prescient.expectations import registered as registered_expectations
 from prescient.kinds.links import admin_url, entity_link
 from prescient.models import FutureJob, JobHistory, Worker
 from prescient.queries import bucket_counts
@@ -80,7 +82,32 @@ def dashboard_charts(now: datetime) -> list[Chart]:
                 label_every=label_every, label_format=label_format, title_format=title_format,
             )
         )
+    if any(True for _ in registered_expectations()):
+        charts.append(sla_chart(now, slot_minutes))
     return charts
+
+
+def sla_chart(now: datetime, slot_minutes: int) -> Chart:
+    """Expectations met and missed per slot in the past 7 days: the SLA, at a glance."""
+    minutes = bucket_minutes(WEEK_MINUTES, slot_minutes)
+    end = slots.floor(now, minutes) + timedelta(minutes=minutes)
+    start = end - timedelta(minutes=WEEK_MINUTES)
+    ended = JobHistory.objects.filter(
+        outcome__in=[Outcome.MET, Outcome.MISSED], finished_at__gte=start, finished_at__lt=end
+    )
+    chart = Chart(
+        "sla",
+        gettext("Expectations in the past 7 days"),
+        gettext("Expectations met (in time) and missed (past their last rung), per %(bucket)s.")
+        % {"bucket": bucket_label(minutes, slot_minutes)},
+        gettext("No expectation ended in this period."),
+        [Series(Outcome.MET.value, gettext("met")), Series(Outcome.MISSED.value, gettext("missed"))],
+    )
+    counts = bucket_counts(ended, "finished_at", start, minutes, key="outcome")
+    return build_chart(
+        chart, counts, start, minutes, WEEK_MINUTES // minutes,
+        label_every=DAY_MINUTES, label_format="D j", title_format="D j, H:i",
+    )
 
 
 def dashboard_context(site: admin.AdminSite, request: HttpRequest, now: datetime) -> dict[str, Any]:

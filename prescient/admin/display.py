@@ -61,6 +61,8 @@ OUTCOME_COLOURS: dict[str, str] = {
     Outcome.ENTITY_MISSING: QUIET,
     Outcome.CANCELLED: QUIET,
     Outcome.KILLED: ERROR,
+    Outcome.MET: SUCCESS,
+    Outcome.MISSED: ERROR,
 }
 
 

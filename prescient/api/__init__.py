@@ -17,4 +17,5 @@ Every change to a job goes through the verbs of :mod:`prescient.engine.verbs`.
 """
 
 from . import commands as commands  # registers the commands' endpoints on views.api
+from . import expectations as expectations  # and the expectations' list
 from . import schedules as schedules  # and the schedules' endpoints

@@ -29,6 +29,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from .. import queries
 from ..clock import db_now
+from ..status import expectations
 from ..tallies import DURATION_BUCKETS, LAG_BUCKETS, MetricTally
 from .auth import VIEW, BearerToken, Principal, SessionCookie
 from .errors import ApiError, forbidden, unauthenticated
@@ -92,6 +93,22 @@ class PrescientCollector:
         for worker in figures.workers:
             skew.add_metric([worker.name], worker.clock_skew_seconds)
         yield skew
+        declared = expectations(self.now)
+        if declared:
+            ended = GaugeMetricFamily(
+                "prescient_expectations_ended",
+                "Expectations ended met or missed in the past 24 hours, per expectation.",
+                labels=["expectation", "outcome", "window"],
+            )
+            pending = GaugeMetricFamily(
+                "prescient_expectations_pending", "Pending jobs per expectation.", labels=["expectation"]
+            )
+            for info in declared:
+                ended.add_metric([info.name, "met", "24h"], info.met)
+                ended.add_metric([info.name, "missed", "24h"], info.missed)
+                pending.add_metric([info.name], info.pending)
+            yield ended
+            yield pending
         yield from tally_families()
 
 

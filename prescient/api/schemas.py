@@ -367,6 +367,16 @@ class Health(Schema):
     checked_at: datetime
 
 
+class ExpectationOut(Schema):
+    name: str
+    model: str = Field(description="The model label, e.g. `shop.order`.")
+    ladder_seconds: list[float] = Field(description="The rungs' offsets from the start, in seconds.")
+    calendar: str | None = Field(description="Its calendar; `(per instance)` when a callable picks it.")
+    pending: int = Field(description="Pending jobs of this expectation.")
+    met: int = Field(description="Ended `met` in the past 24 hours.")
+    missed: int = Field(description="Ended `missed` in the past 24 hours.")
+
+
 class Error(Schema):
     status: int
     code: Literal[

@@ -1,5 +1,6 @@
-"""The kinds of job prescient runs, one module each: entity checks (:mod:`.checks`) and
-django.tasks tasks (:mod:`.tasks`). A new kind is a new module here, registered with
+"""The kinds of job prescient runs, one module each: entity checks (:mod:`.checks`),
+expectations (:mod:`.expectations`, started and ended by :mod:`.expecting`) and django.tasks
+tasks (:mod:`.tasks`). A new kind is a new module here, registered with
 :func:`prescient.engine.kind.register`; nothing in the engine changes.
 """
 
@@ -15,8 +16,12 @@ __all__ = ["JobKind", "get_kind", "register", "register_builtin", "registered_ki
 def register_builtin() -> None:
     """Register the kinds that ship with prescient (tasks need Django 6's django.tasks)."""
     from .checks import CheckKind
+    from .expectations import ExpectationKind
+    from .expecting import watch_all
 
     register(CheckKind())
+    register(ExpectationKind())
+    watch_all()
     if django.VERSION >= (6, 0):
         from .tasks import TaskKind
 

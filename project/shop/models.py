@@ -68,7 +68,8 @@ class Report(models.Model):
 
 
 def schedule_unshipped_check(sender: type[Order], instance: Order, created: bool, **kwargs: Any) -> None:
-    """post_save receiver: a new order gets its "shop.unshipped" check.
+    """post_save receiver: a new order gets its "shop.unshipped" check and its "shop.shipped"
+    expectation.
 
     It runs inside the order's own transaction, so the order and its job are saved together.
     The check is due ``FIRST_CHECK_AFTER`` after the order was placed, rounded up to a slot, in
@@ -78,6 +79,9 @@ def schedule_unshipped_check(sender: type[Order], instance: Order, created: bool
         prescient.schedule(
             instance, "shop.unshipped", at=instance.created_at + FIRST_CHECK_AFTER, workflow=REMINDERS
         )
+        # And the same promise as an expectation (shop/prescient_checks.py): shipped within its
+        # ladder, or it escalates; shipping the order ends it "met" in the shipping transaction.
+        prescient.expect(instance, "shop.shipped", start=instance.created_at)
 
 
 def fulfil(order: Order, ship_after: timedelta | None) -> None:

@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+from django.db.models import Q
 from django.utils import timezone
 
 import prescient
@@ -22,6 +23,23 @@ def unshipped(order: Order, job: FutureJob) -> timedelta | None:
         order=order, kind="unshipped", message=f"order {order.pk} not shipped yet"
     )
     return timedelta(minutes=2)
+
+
+#: When an unshipped order escalates, counted from when it was placed (the demo's one-minute
+#: slots make minutes of what a shop would make hours).
+SHIPPING_LADDER = [timedelta(minutes=10), timedelta(minutes=25), timedelta(minutes=40)]
+ESCALATION = {1: "the warehouse", 2: "the shop manager", 3: "the customer, with an apology"}
+
+
+@prescient.expectation(
+    "shop.shipped", model="shop.Order", met=Q(status=Order.Status.SHIPPED), ladder=SHIPPING_LADDER
+)
+def not_shipped(order: Order, job: FutureJob, step: int) -> None:
+    """An order still unshipped at a rung of its ladder: tell the next person up. Shipping it
+    ends the expectation "met"; past the last rung it ends "missed"."""
+    Notification.objects.create(
+        order=order, kind=f"late-{step}", message=f"order {order.pk} not shipped: tell {ESCALATION[step]}"
+    )
 
 
 @prescient.check("shop.pack", model="shop.Order")

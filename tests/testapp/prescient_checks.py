@@ -192,3 +192,9 @@ def _prune_every(seconds: str) -> None:
 
 if os.environ.get("PRESCIENT_TEST_PRUNE_EVERY"):
     _prune_every(os.environ["PRESCIENT_TEST_PRUNE_EVERY"])
+# Declared only where a test asks for it (its child processes): a declared expectation adds its
+# figures to every status, dashboard and metrics answer, which other tests count queries of.
+if os.environ.get("PRESCIENT_TEST_EXPECTATION"):
+    from .rungs import declare
+
+    declare()

@@ -38,6 +38,15 @@ class Command(PrescientCommand):
                 f"heartbeat {w.heartbeat_age_seconds:.0f}s ago, jobs done {w.jobs_done}, "
                 f"clock skew {w.clock_skew_seconds:+.3f}s"
             )
+        if status.expectations:
+            write(f"expectations: {len(status.expectations)} (met / missed in the past 24 hours)")
+        for e in status.expectations:
+            ladder = ", ".join(f"{seconds / 3600:g}h" for seconds in e.ladder_seconds)
+            calendar = f" calendar={e.calendar}" if e.calendar else ""
+            write(
+                f"  {e.name}  model={e.model} ladder=[{ladder}]{calendar} "
+                f"pending={e.pending} met={e.met} missed={e.missed}"
+            )
         for w in status.workers:
             if abs(w.clock_skew_seconds) > CLOCK_SKEW_WARNING:
                 self.stderr.write(self.style.WARNING(

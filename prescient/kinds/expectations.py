@@ -1,0 +1,200 @@
+"""The kind of an expectation's job (``@prescient.expectation``): a ladder of rungs, each a run.
+
+A pending expectation is one job; its ``payload`` holds its ladder as it fell for its instance
+(``rungs``: aware times, counted from its start in its calendar's open time), the number of
+rungs reached (``step``), its calendar, and, once met, when (``met_at``). At each rung the
+instance is read by primary key (the batch's, in bulk, one query per expectation for a Q):
+
+- it meets the expectation: the job ends ``met`` and the handler is not called;
+- it does not: ``handler(instance, job, step)`` is called, then
+  :data:`prescient.signals.expectation_missed` is sent, in the same run under the job's
+  timeout; the job is due at its next rung, or, past the last, ends ``missed``;
+- the handler raises: a failed run, retried under the usual policy at the same rung;
+- it is gone: the job ends ``entity_missing``.
+
+The ladder is the job's bound: ``MAX_CHECKS`` does not apply. How jobs are started and ended
+by saves is :mod:`.expecting`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.core.checks import CheckMessage, Error
+from django.core.exceptions import FieldError
+from django.db import models
+from django.db.models import F, Q
+from django.utils.html import format_html
+
+from prescient import calendars, slots
+from prescient.checks import Check
+from prescient.conf import setting
+from prescient.engine import bulk, runner
+from prescient.engine.decisions import Decision, failure
+from prescient.engine.kind import JobKind
+from prescient.exceptions import PrescientError
+from prescient.expectations import KIND, Expectation, get_expectation, registered
+from prescient.models import FutureJob, JobHistory
+from prescient.signals import expectation_missed
+from prescient.states import Event, Outcome
+
+from .checks import load_entities
+from .links import entity_link
+
+if TYPE_CHECKING:
+    from django.contrib.admin import AdminSite
+
+logger = logging.getLogger(__name__)
+
+#: What a run returns when the expectation's ``met`` callable found the instance met.
+MET = "prescient:met"
+
+
+@dataclass
+class Rung:
+    """What one rung's run needs: the instance, and whether it meets the expectation (None:
+    its ``met`` is a callable, asked during the run)."""
+
+    instance: models.Model
+    met: bool | None
+
+
+def rungs_of(job: FutureJob | JobHistory) -> list[datetime]:
+    """The times of a job's rungs, as kept in its payload."""
+    payload = job.payload if isinstance(job.payload, dict) else {}
+    return [datetime.fromisoformat(value) for value in payload.get("rungs") or []]
+
+
+def step_of(job: FutureJob | JobHistory) -> int:
+    """How many rungs of its ladder a job has reached (the handler called, not met)."""
+    payload = job.payload if isinstance(job.payload, dict) else {}
+    step = payload.get("step", 0)
+    return step if isinstance(step, int) else 0
+
+
+def mark_met(job: FutureJob, now: datetime) -> None:
+    """Note on ``job`` (in its payload, kept in its history row) when it was found met."""
+    job.payload = {**(job.payload if isinstance(job.payload, dict) else {}), "met_at": now.isoformat()}
+
+
+def climb(expectation: Expectation, instance: models.Model, job: FutureJob, step: int, ask: bool) -> str | None:
+    """One rung, under the job's timeout: ``met`` asked (when ``ask``), else the handler called
+    and the signal sent. Returns :data:`MET` when met, None when the rung was climbed."""
+    if ask and expectation.met_by(instance):
+        return MET
+    expectation.func(instance, job, step)
+    # Robustly: a receiver that raises is logged by Django; it neither undoes the rung nor
+    # makes the handler run again.
+    expectation_missed.send_robust(
+        sender=type(instance), name=expectation.name, instance=instance, step=step, job=job
+    )
+    return None
+
+
+class ExpectationKind(JobKind):
+    """Jobs of ``@prescient.expectation`` declarations, each about one model instance."""
+
+    name = KIND
+    verbose_name = "expectation"
+
+    def definition(self, job: FutureJob | JobHistory) -> Check:
+        definition = get_expectation(job.job_exec).definition
+        assert definition is not None  # set by the decorator
+        return definition
+
+    def prepare(self, jobs: Sequence[FutureJob]) -> dict[int, Any]:
+        entities = load_entities(jobs)
+        met: dict[str, set[str]] = {}
+        by_name: dict[str, list[models.Model]] = defaultdict(list)
+        for job in jobs:
+            entity = entities.get((job.entity_name, job.entity_key))
+            if entity is not None:
+                by_name[job.job_exec].append(entity)
+        for name, instances in by_name.items():
+            try:
+                expectation = get_expectation(name)
+            except PrescientError:
+                continue  # reported per job by run()
+            if not isinstance(expectation.met, Q):
+                continue
+            found: set[str] = set()
+            met[name] = found
+            model = type(instances[0])
+            try:
+                for chunk in bulk.chunks([instance.pk for instance in instances], 500):
+                    rows = model._default_manager.filter(expectation.met).filter(bulk.AnyOf(F("pk"), chunk))
+                    found.update(str(pk) for pk in rows.values_list("pk", flat=True))
+            except (FieldError, ValueError, TypeError):
+                del met[name]  # a Q that does not fit the model: asked (and failed) in each run
+        contexts: dict[int, Any] = {}
+        for job in jobs:
+            entity = entities.get((job.entity_name, job.entity_key))
+            if entity is not None:
+                known = met.get(job.job_exec)
+                contexts[job.pk] = Rung(entity, None if known is None else str(entity.pk) in known)
+        return contexts
+
+    def run(self, job: FutureJob, context: Any, now: datetime) -> Decision:
+        try:
+            expectation = get_expectation(job.job_exec)
+            check = self.definition(job)
+            expectation.model  # noqa: B018 (raises LookupError when the model is gone)
+        except (PrescientError, LookupError) as exc:
+            return failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now)
+        if not isinstance(context, Rung):
+            return Decision(job=job, event=Event.FINISH, outcome=Outcome.ENTITY_MISSING)
+        if context.met:
+            mark_met(job, now)
+            return Decision(job=job, event=Event.FINISH, outcome=Outcome.MET)
+        rungs = rungs_of(job) or expectation.rungs(context.instance, job.created_at)
+        step = step_of(job) + 1
+        label = f"{expectation.name}[{job.entity_name}#{job.entity_key}] rung {step}"
+        args = (expectation, context.instance, job, step, context.met is None)
+        result = runner.call(climb, args, check.timeout, label)
+        decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
+        if result.failed:
+            return failure(decision, check, result.error, now)  # retried at this same rung
+        if result.value == MET:
+            mark_met(job, now)
+            decision.outcome = Outcome.MET
+            return decision
+        job.payload = {**(job.payload if isinstance(job.payload, dict) else {}), "step": step}
+        if step >= len(rungs):
+            decision.outcome = Outcome.MISSED
+            return decision
+        decision.event = Event.RESCHEDULE
+        decision.next_check_at = slots.next_check(rungs[step], now, int(setting("SLOT_MINUTES")))
+        return decision
+
+    def describe(self, row: FutureJob | JobHistory) -> str:
+        return f"{row.entity_name}#{row.entity_key} · {ladder_text(row)}"
+
+    def describe_html(self, row: FutureJob | JobHistory, site: AdminSite) -> str:
+        return format_html("{} · {}", entity_link(site, row.entity_name, row.entity_key), ladder_text(row))
+
+    def system_checks(self) -> list[CheckMessage]:
+        errors: list[CheckMessage] = [Error(problem, id="prescient.E031") for problem in calendars.problems()]
+        for expectation in registered():
+            errors.extend(Error(problem, id="prescient.E032") for problem in expectation.problems())
+        return errors
+
+
+def ladder_text(row: FutureJob | JobHistory) -> str:
+    """The ladder in words: rungs reached, the next one; met or missed once ended."""
+    rungs, step = rungs_of(row), step_of(row)
+    reached = f"rung {step} of {len(rungs)} reached"
+    if isinstance(row, JobHistory):
+        payload = row.payload if isinstance(row.payload, dict) else {}
+        if row.outcome == Outcome.MET:
+            return f"met at {payload.get('met_at') or row.finished_at.isoformat()}, after {step} of {len(rungs)} rungs"
+        if row.outcome == Outcome.MISSED:
+            return f"missed: all {len(rungs)} rungs reached"
+        return f"{row.outcome}, {reached}"
+    if step < len(rungs):
+        return f"{reached}; next {rungs[step].isoformat()}"
+    return reached

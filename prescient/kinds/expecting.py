@@ -1,0 +1,170 @@
+"""Starting expectations (:func:`expect`) and ending them when their instance is saved or deleted.
+
+A save through the ORM of an instance that meets a pending expectation ends it ``met`` in the
+saving transaction (a rollback leaves it pending); a deletion ends it ``entity_missing``. Only
+models with an expectation get the receivers (``post_save``/``post_delete`` connected per
+model), so a save of any other model costs nothing; a save of a model with one costs one
+indexed query, which also asks a ``met`` Q of the row (a callable ``met`` is called only while
+a job is pending). ``QuerySet.update()`` sends
+no signal: the next rung finds the instance met and ends the job ``met``, its handler uncalled.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from django.apps import apps
+from django.db import IntegrityError, models, transaction
+from django.db.models import Exists, Q
+from django.db.models.signals import post_delete, post_save
+
+from prescient import slots
+from prescient.conf import setting
+from prescient.engine import store
+from prescient.engine.targets import _end, _now, entity_ref
+from prescient.exceptions import InvalidTime
+from prescient.expectations import KIND, Expectation, get_expectation, of_model, registered, watchers
+from prescient.models import FutureJob
+from prescient.states import Event, Outcome, State
+
+from .expectations import mark_met
+
+logger = logging.getLogger(__name__)
+
+
+def expect(
+    instance: models.Model,
+    expectation: str | Any,
+    *,
+    start: datetime | None = None,
+    now: datetime | None = None,
+) -> FutureJob | None:
+    """Start the expectation ``expectation`` (its name or handler) for ``instance``: one pending
+    job, due at its first rung (``start`` plus the ladder's first offset, default start now,
+    rounded up to a slot). Returns the pending job; an existing one is returned unchanged.
+    When ``instance`` meets the expectation already, nothing is created and None returned.
+
+    Raises UnknownCheck, InvalidEntity or InvalidTime (a ladder reaching beyond the horizon),
+    writing nothing.
+    """
+    entry = get_expectation(expectation)
+    definition = entry.definition
+    assert definition is not None
+    entity_name, entity_key = entity_ref(instance, definition)
+    now = _now(now)
+    start = now if start is None else slots.require_aware(start, "start")
+    key = {"entity_name": entity_name, "entity_key": entity_key, "job_exec": entry.name}
+    existing = FutureJob.objects.filter(**key).first()
+    if existing is not None:
+        return existing
+    if entry.met_by(instance):
+        return None
+    rungs = entry.rungs(instance, start)
+    if not rungs:
+        raise InvalidTime(f"Expectation {entry.name!r} has an empty ladder")
+    if rungs[-1] > now + definition.horizon:
+        raise InvalidTime(
+            f"The last rung of expectation {entry.name!r} falls at {rungs[-1].isoformat()}, beyond its horizon "
+            f"({definition.horizon.days} days from now)"
+        )
+    first = slots.round_up(rungs[0], int(setting("SLOT_MINUTES")))
+    job = FutureJob(
+        **key, kind=KIND, state=State.SCHEDULED, first_check_at=first, next_check_at=first, created_at=now,
+        payload={
+            "start": start.isoformat(), "rungs": [rung.isoformat() for rung in rungs], "step": 0,
+            "calendar": entry.calendar_of(instance),
+        },
+    )
+    written = store.insert_new([job], returning=True)
+    if written is None:  # this database cannot return the new id: insert it on its own
+        try:
+            with transaction.atomic():
+                store.insert(job, wake=first <= now)
+                written = 1
+        except IntegrityError:
+            written = 0
+    if not written:  # another process started it meanwhile
+        return FutureJob.objects.filter(**key).first()
+    logger.debug("job id=%s expects %s of %s#%s, first rung %s", job.pk, entry.name, entity_name, entity_key, first)
+    if first <= now:
+        store.notify()
+    return job
+
+
+def end_pending(instance: models.Model, *, deleted: bool, now: datetime | None = None) -> int:
+    """End the pending expectations of ``instance`` that it meets (``met``), or all of them when
+    it was ``deleted`` (``entity_missing``), in the caller's transaction; returns how many.
+
+    One query finds the pending jobs and, for each expectation whose ``met`` is a Q, whether the
+    row meets it (an ``EXISTS`` beside the job's row): a save that ends nothing costs that one
+    query, whether an expectation is pending or not.
+    """
+    label = instance._meta.label_lower
+    entries = {entry.name: entry for entry in of_model(label)}
+    if not entries or instance.pk is None:
+        return 0
+    asked: dict[str, Exists] = {}
+    if not deleted:
+        manager = type(instance)._default_manager
+        for index, entry in enumerate(entries.values()):
+            if isinstance(entry.met, Q):
+                asked[f"met_{index}"] = Exists(manager.filter(entry.met, pk=instance.pk))
+    rows = FutureJob.objects.filter(entity_name=label, entity_key=str(instance.pk), job_exec__in=list(entries))
+    pending = list(rows.annotate(**asked).values("job_exec", *asked))
+    if not pending:
+        return 0
+    now = _now(now)
+    ended = 0
+    for row in pending:
+        name = row["job_exec"]
+        entry = entries[name]
+        if not deleted:
+            flag = f"met_{list(entries).index(name)}"
+            if not (row[flag] if flag in row else entry.met_by(instance)):
+                continue
+        with transaction.atomic():
+            job = FutureJob.objects.select_for_update().filter(
+                entity_name=label, entity_key=str(instance.pk), job_exec=name
+            ).first()
+            if job is None:
+                continue
+            outcome = Outcome.ENTITY_MISSING if deleted else Outcome.MET
+            if outcome == Outcome.MET:
+                mark_met(job, now)
+            _end(job, Event.CANCEL, outcome, "deleted" if deleted else "met at save", now)
+            ended += 1
+    return ended
+
+
+def _saved(sender: type[models.Model], instance: models.Model, raw: bool = False, **kwargs: Any) -> None:
+    if not raw:  # a fixture being loaded is no save by the application
+        end_pending(instance, deleted=False)
+
+
+def _deleted(sender: type[models.Model], instance: models.Model, **kwargs: Any) -> None:
+    end_pending(instance, deleted=True)
+
+
+def watch(entry: Expectation) -> None:
+    """Connect the save and delete receivers of ``entry``'s model (once per model). Before the
+    app registry is ready the model is named lazily, as Django allows for model signals."""
+    label = entry.model_label
+    sender: Any = label
+    if apps.ready:
+        try:
+            sender = apps.get_model(label)
+        except LookupError:
+            return  # reported by the system checks (prescient.E032)
+    uid = f"prescient.expectations:{label}"
+    post_save.connect(_saved, sender=sender, dispatch_uid=uid, weak=False)
+    post_delete.connect(_deleted, sender=sender, dispatch_uid=uid, weak=False)
+
+
+def watch_all() -> None:
+    """Watch the models of every expectation registered so far, and of those registered later."""
+    if watch not in watchers:
+        watchers.append(watch)
+    for entry in registered():
+        watch(entry)
