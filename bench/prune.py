@@ -115,7 +115,7 @@ class Feeder(threading.Thread):
 
 class Runs:
     """A worker's runs per second over a stretch of time, from its own count (``jobs_done``,
-    written at each of its settles)."""
+    written about once a second while it runs jobs)."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid

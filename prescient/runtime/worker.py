@@ -51,6 +51,8 @@ DB_ERRORS = (OperationalError, InterfaceError)
 #: Seconds between two looks for commands to the runs in flight (pause, kill, sleep) where no
 #: NOTIFY says when to look (SQLite, or the listener's connection is down).
 COMMAND_LOOK_SECONDS = 0.5
+#: Seconds between two writes of the worker's ``jobs_done`` while its children report runs.
+JOBS_DONE_EVERY = 1.0
 #: With NOTIFY, the longest between two looks all the same (a notification is never relied on alone).
 COMMAND_FALLBACK_SECONDS = 5.0
 
@@ -115,6 +117,7 @@ class WorkerProcess:
         #: Runs in flight already told to stop, and when the database was last asked.
         self._told: set[tuple[str, int]] = set()
         self._looked = 0.0
+        self._counted_at = 0.0
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -220,8 +223,12 @@ class WorkerProcess:
                 pass
         if self.stopping:
             return
-        self.summary.counts.update(self.pool.read())
+        counted = self.pool.read()
+        self.summary.counts.update(counted)
         drop_broken_connections()
+        if counted and time.monotonic() - self._counted_at >= JOBS_DONE_EVERY and self.record is not None:
+            self._counted_at = time.monotonic()  # prescient_status (and the bench) read jobs_done
+            Worker.objects.filter(pk=self.record.pk).update(jobs_done=self.summary.processed)
         self.unsettled.extend(self.pool.check(db_now))
         self._settle()
         self._pass_on_commands()

@@ -301,6 +301,12 @@ def test_fuzz__near_valid_schedule_bodies_and_their_steering_never_fail(
             case.validate_response(response, checks=CHECKS, headers=auth)
             if response.status_code == 201:
                 statuses["created"] += 1
+                if any(ord(c) < 128 and not (c.isalnum() or c in "._~-") for c in body["name"]):
+                    # schemathesis puts path parameters in the URL as they are: ASCII punctuation,
+                    # spaces and controls ('?', '#', '%', '/', …) would change the URL rather than
+                    # name the schedule. Non-ASCII names are encoded, and steered below.
+                    transaction.set_rollback(True)
+                    return
                 for operation_id in ("get_schedule", "pause_schedule", "resume_schedule", "delete_schedule"):
                     step = operations[operation_id].Case(path_parameters={"name": body["name"]})
                     answer = step.call(headers=auth)
