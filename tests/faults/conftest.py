@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -89,6 +90,30 @@ def seed(count: int, check: str, name: str = "0.1", due_in: timedelta = -timedel
         for t in things
     )
     return things
+
+
+def children_of(pid: int) -> list[int]:
+    """The pids of the processes whose parent is ``pid`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return sorted(found)
+
+
+def sigkill_worker(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a worker and wait until its children are gone too: they die with it
+    (``PR_SET_PDEATHSIG``), but a child may still write its parcel for a moment, and what the
+    worker held is only known once nothing of it runs."""
+    children = children_of(proc.pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in children), 10, what="its children to die")
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str = "condition") -> float:

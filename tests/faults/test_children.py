@@ -19,23 +19,9 @@ from prescient.models import FutureJob, JobHistory
 from prescient.states import Outcome, State
 from tests.testapp.models import RunLog, Thing
 
-from .conftest import runs_per_entity, seed, wait_until
+from .conftest import children_of, runs_per_entity, seed, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-def children_of(pid: int) -> list[int]:
-    """The pids of the processes whose parent is ``pid`` (Linux /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry.name))
-    return sorted(found)
 
 
 def test_sigkill_of_a_child_mid_parcel__charges_at_most_its_run_in_flight_and_the_worker_goes_on(processes):

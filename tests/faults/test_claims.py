@@ -14,7 +14,7 @@ from prescient.models import FutureJob, JobHistory
 from prescient.states import Outcome, State
 from tests.testapp.models import RunLog
 
-from .conftest import runs_per_entity, seed, wait_until
+from .conftest import runs_per_entity, seed, sigkill_worker, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -23,8 +23,7 @@ def test_sigkill_of_a_worker_over_2000_jobs__charges_and_reruns_only_the_runs_in
     seed(2000, "fault.slow", name="0.005")
     victim = processes.start("prescient_worker", "--concurrency", "2")
     wait_until(lambda: RunLog.objects.count() >= 300, 60, what="the victim to be busy")
-    victim.send_signal(signal.SIGKILL)
-    victim.wait(10)
+    sigkill_worker(victim)
     killed_at = time.monotonic()
     held = FutureJob.objects.exclude(reserved_by="")
     started = set(held.exclude(run_started_at=None).values_list("pk", flat=True))

@@ -14,7 +14,7 @@ from prescient.models import FutureJob, JobHistory, Worker
 from prescient.states import Outcome
 from tests.testapp.models import RunLog
 
-from .conftest import runs_per_entity, seed, wait_until
+from .conftest import runs_per_entity, seed, sigkill_worker, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -32,8 +32,7 @@ def test_two_workers_killed_in_turn__lose_nothing_and_rerun_only_what_was_in_fli
         wait_until(lambda n=n: RunLog.objects.count() >= (n + 1) * JOBS // (KILLS + 2), 60, what="progress")
         victim = workers[n % 2]
         record = Worker.objects.get(pid=victim.pid)
-        victim.send_signal(signal.SIGKILL)
-        victim.wait(10)
+        sigkill_worker(victim)
         kills.append(time.monotonic())
         # Its children die with it; what it held is what may run again.
         in_flight_at_kills += FutureJob.objects.filter(reserved_by__startswith=f"worker:{record.name}/").count()
