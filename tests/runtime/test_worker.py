@@ -265,20 +265,23 @@ def test_worker__sigterm_past_the_grace_period_hands_back_unfinished_runs(worker
     assert [(j.state, j.failure_count, j.reserved_by) for j in jobs] == [(State.SCHEDULED, 0, "")] * 2
 
 
-def test_worker__idle_stops_within_a_second_of_sigterm(workers):
+def test_worker__idle_stops_on_sigterm_without_waiting_for_its_timers(workers):
     """#27 item 7: an idle worker took 6.5-7 s to stop. Its loop wakes on the signal itself
-    (signal.set_wakeup_fd), not at the end of its poll or heartbeat wait: both are long here."""
+    (signal.set_wakeup_fd), not at the end of its poll or heartbeat wait: both are a minute
+    here, so a stop well within that shows the signal woke it. The bound is generous on purpose
+    (the run's figure is printed; typically 0.4-0.8 s on two cores): a test asserts the order of
+    magnitude, not a wall-time target."""
     proc = workers.start(
-        "--concurrency", "2", settings={"WORKER_POLL_SECONDS": 10, "WORKER_HEARTBEAT_SECONDS": 10}
+        "--concurrency", "2", settings={"WORKER_POLL_SECONDS": 60, "WORKER_HEARTBEAT_SECONDS": 60}
     )
     wait_until(lambda: Worker.objects.filter(stopped_at__isnull=True).exists(), 30, what="worker registered")
     time.sleep(1.5)  # into its idle wait, its children started
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    assert workers.finish(proc, 10) == 0, workers.output(proc)
+    assert workers.finish(proc, 30) == 0, workers.output(proc)
     stopped_in = time.monotonic() - started
     print(f"idle worker stopped in {stopped_in * 1000:.0f} ms")
-    assert stopped_in < 1.0, workers.output(proc)
+    assert stopped_in < 10.0, workers.output(proc)
     assert Worker.objects.get().stopped_at is not None
 
 
