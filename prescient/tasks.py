@@ -150,7 +150,8 @@ class PrescientBackend(BaseTaskBackend):
         # any). Sent for a deferred task too, so that an idle worker sets its next wake-up to
         # the task's exact run_after.
         if not parents:
-            store.insert(job, wake=True)  # one statement: in autocommit mode, one round trip
+            # One statement, no savepoint in the caller's transaction: the key is new, it cannot clash.
+            store.insert(job, wake=True, clash_free=True)
         else:
             with transaction.atomic():
                 dependencies.lock_parents(parents)

@@ -7,6 +7,7 @@ locked (``SELECT … FOR UPDATE`` on PostgreSQL; SQLite serialises writers), and
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
@@ -56,12 +57,11 @@ def schedule_job(
     key = {"entity_name": entity_name, "entity_key": entity_key, "job_exec": entry.name}
     if not workflow and not replace and not parents:
         # The common case in one statement (so, in autocommit mode, one round trip).
+        # A job due already wakes a worker (in the same statement) rather than wait for the next slot.
         job = _new_job(key, "", False, first, now)
-        written = store.insert_new([job], returning=True)
+        written = store.insert_new([job], returning=True, wake=first <= now)
         if written:
-            logger.debug("job id=%s scheduled %s at %s", job.pk, entry.name, first.isoformat())
-            if first <= now:
-                notify()  # due already: wake a worker rather than wait for the next slot
+            logger.debug("job id=%s scheduled %s at %s", job.pk, entry.name, first)
             return job, True
         existing = None if written is None else FutureJob.objects.filter(**key).first()
         if existing is not None:
@@ -199,7 +199,9 @@ def schedule_many(
     seen = created = 0
     for batch in bulk.chunks(keys, size):
         unique = dict.fromkeys(batch)  # the same entity twice makes one job
-        with transaction.atomic():
+        # Without a workflow or parents, a batch is one statement (its own transaction unless
+        # the caller's), the wake-up in it; else the workflow or parents are locked first.
+        with transaction.atomic() if workflow or parents else contextlib.nullcontext():
             paused = bool(workflow) and store.lock_workflow(workflow)
             jobs = [
                 _new_job({"entity_name": name, "entity_key": key, "job_exec": entry.name}, workflow, paused, first, now,
@@ -212,9 +214,7 @@ def schedule_many(
                 dependencies.attach(pks, parents, policy, now)
                 written = len(pks)
             else:
-                written = store.insert_new(jobs, returning=False) or 0
-            if written and first <= now and not paused and not parents:
-                notify()
+                written = store.insert_new(jobs, returning=False, wake=first <= now and not paused) or 0
         seen += len(batch)
         created += written
         if progress is not None:

@@ -77,7 +77,7 @@ def expect(
             "calendar": entry.calendar_of(instance),
         },
     )
-    written = store.insert_new([job], returning=True)
+    written = store.insert_new([job], returning=True, wake=first <= now)  # a rung due already wakes a worker
     if written is None:  # this database cannot return the new id: insert it on its own
         try:
             with transaction.atomic():
@@ -88,8 +88,6 @@ def expect(
     if not written:  # another process started it meanwhile
         return FutureJob.objects.filter(**key).first()
     logger.debug("job id=%s expects %s of %s#%s, first rung %s", job.pk, entry.name, entity_name, entity_key, first)
-    if first <= now:
-        store.notify()
     return job
 
 

@@ -91,16 +91,26 @@ def test_schedule_many__into_a_paused_workflow_starts_paused(t0):
     assert not Workflow.objects.filter(name="new").exists(), "no batch, no workflow row"
 
 
-def test_schedule_many__notifies_only_when_something_is_due_now(t0, monkeypatch):
+@pytest.mark.postgres
+def test_schedule_many__notifies_only_when_something_is_due_now(t0):
+    """The wake-up rides in the batch's INSERT, sent for rows written (PostgreSQL; elsewhere
+    workers poll): a statement with pg_notify that returned rows is one wake-up."""
     calls = []
-    monkeypatch.setattr(services, "notify", lambda: calls.append(1))
+
+    def record(execute, sql, params, many, context):
+        written = execute(sql, params, many, context)
+        if "pg_notify" in sql and context["cursor"].rowcount > 0:
+            calls.append(1)
+        return written
+
     things(3)
-    prescient.schedule_many(Thing.objects.all(), "test.record", delay=timedelta(hours=1), now=t0)
-    assert calls == []
-    prescient.schedule_many(Thing.objects.all(), "test.record", now=t0)  # nothing new
-    assert calls == []
-    prescient.schedule_many([Thing.objects.create()], "test.record", now=t0)
-    assert calls == [1]
+    with connection.execute_wrapper(record):
+        prescient.schedule_many(Thing.objects.all(), "test.record", delay=timedelta(hours=1), now=t0)
+        assert calls == []
+        prescient.schedule_many(Thing.objects.all(), "test.record", now=t0)  # nothing new
+        assert calls == []
+        prescient.schedule_many([Thing.objects.create()], "test.record", now=t0)
+        assert calls == [1]
 
 
 @pytest.mark.postgres

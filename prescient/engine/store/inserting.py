@@ -31,24 +31,33 @@ def _one_pending_job_columns() -> tuple[str, ...]:
     return tuple(cast(str, f.column) for f in fields)  # concrete fields: each has a column
 
 
-def insert_new(jobs: list[FutureJob], *, returning: bool) -> int | None:
+def insert_new(jobs: list[FutureJob], *, returning: bool, wake: bool = False) -> int | None:
     """Insert ``jobs`` in one statement, skipping any that already has a pending job; returns
     how many were written. With ``returning`` (a single job), also sets its pk, or returns None
-    when this database cannot (the caller then saves it in a transaction)."""
-    if returning and not can_insert_returning():
-        return None
-    meta = FutureJob._meta
-    conflict = _one_pending_job_columns()
-    fields = bulk.insert_fields(FutureJob)
-    rows = bulk.prep_all(jobs, fields, add=True)
+    when this database cannot (the caller then saves it in a transaction).
+
+    With ``wake``, listening workers are told when a job was written, in the same statement
+    (PostgreSQL: delivered when it commits; nothing is sent when every job was skipped). The
+    statement is its own transaction in autocommit mode: no ``BEGIN``, no read-back.
+    """
     if not can_insert_returning():
+        if returning:
+            return None
         # Without RETURNING (older SQLite) the rows written are counted instead.
-        before = FutureJob.objects.count()
-        bulk.insert_rows(FutureJob, rows, fields, skip_conflicts_on=conflict)
-        return FutureJob.objects.count() - before
-    pk = meta.pk
-    assert pk is not None
-    pks = bulk.insert_rows(FutureJob, rows, fields, skip_conflicts_on=conflict, returning=pk.column)
+        with transaction.atomic():
+            fields = bulk.insert_fields(FutureJob)
+            before = FutureJob.objects.count()
+            bulk.insert_rows(FutureJob, bulk.prep_all(jobs, fields, add=True), fields,
+                             skip_conflicts_on=_one_pending_job_columns())
+            written = FutureJob.objects.count() - before
+            if written and wake:
+                notify()
+        return written
+    fields = bulk.insert_fields(FutureJob)
+    pks = bulk.insert_rows(
+        FutureJob, bulk.prep_all(jobs, fields, add=True), fields, skip_conflicts_on=_one_pending_job_columns(),
+        returning=_pk_column(), notify=CHANNEL if wake and can_listen() else None,
+    )
     if returning and pks:
         job = jobs[0]
         job.pk = pks[0]
@@ -57,13 +66,22 @@ def insert_new(jobs: list[FutureJob], *, returning: bool) -> int | None:
     return len(pks)
 
 
-def insert(job: FutureJob, *, wake: bool = False) -> FutureJob:
+@functools.cache
+def _pk_column() -> str:
+    pk = FutureJob._meta.pk
+    assert pk is not None
+    return cast(str, pk.column)
+
+
+def insert(job: FutureJob, *, wake: bool = False, clash_free: bool = False) -> FutureJob:
     """Insert one new job as it is (IntegrityError if it clashes with a pending one); with
     ``wake``, also tell listening workers, delivered when the job commits.
 
     One statement where the database can return the new id: in autocommit mode, one round
-    trip (the wake-up rides in it on PostgreSQL). Inside the caller's transaction, it runs
-    in a savepoint, so that a clash leaves that transaction usable.
+    trip (the wake-up rides in it on PostgreSQL). Inside the caller's transaction it runs in a
+    savepoint, so that a clash leaves that transaction usable, unless the job is
+    ``clash_free`` (its key is new, e.g. a task's random id): then it is one statement there
+    too.
     """
     if not can_insert_returning():
         with transaction.atomic():
@@ -71,13 +89,12 @@ def insert(job: FutureJob, *, wake: bool = False) -> FutureJob:
             if wake:
                 notify()
         return job
-    pk = FutureJob._meta.pk
-    assert pk is not None
     fields = bulk.insert_fields(FutureJob)
     channel = CHANNEL if wake and can_listen() else None
-    with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
+    guard = not clash_free and connection.in_atomic_block
+    with transaction.atomic() if guard else contextlib.nullcontext():
         rows = bulk.prep_all([job], fields, add=True)
-        job.pk = bulk.insert_rows(FutureJob, rows, fields, returning=pk.column, notify=channel)[0]
+        job.pk = bulk.insert_rows(FutureJob, rows, fields, returning=_pk_column(), notify=channel)[0]
     job._state.adding = False
     job._state.db = connection.alias
     return job
