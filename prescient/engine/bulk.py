@@ -61,17 +61,18 @@ _AS_IS: dict[type[Field], frozenset[type]] = {
 def _converter(field: Field) -> Converter:
     """``value -> database value`` for ``field`` on the current connection."""
     prep_save = field.get_db_prep_save
+    as_is = _AS_IS.get(type(field))
+    if as_is is not None:  # the same on SQLite: these fields' prep_save returns such values as they are
+        return lambda value: value if type(value) in as_is else prep_save(value, connection)
     if connection.vendor != "postgresql":
         return lambda value: prep_save(value, connection)
-    as_is = _AS_IS.get(type(field))
-    if as_is is not None:
-        return lambda value: value if type(value) in as_is else prep_save(value, connection)
     if type(field) is models.DateTimeField:
         # An aware datetime is written as ISO 8601 text with its offset (the statement casts
         # it), exactly the instant Django would write: psycopg formats datetimes five times
-        # slower than isoformat().
+        # slower than isoformat(). None is NULL.
         return lambda value: (
-            value.isoformat() if type(value) is datetime and value.tzinfo is not None else prep_save(value, connection)
+            value.isoformat() if type(value) is datetime and value.tzinfo is not None
+            else None if value is None else prep_save(value, connection)
         )
     return lambda value: prep_save(value, connection)
 
@@ -85,16 +86,20 @@ def _reads_attribute(field: Field) -> bool:
     return False
 
 
-_plans: dict[tuple[str, int], tuple[Sequence[Field], list[tuple[Converter, str, Field, bool]]]] = {}
+Plan: TypeAlias = tuple[list[tuple[Converter, str, Field, bool]], list[tuple[Converter, str]], bool]
+_plans: dict[tuple[str, int], tuple[Sequence[Field], Plan]] = {}
 
 
-def _plan(fields: Sequence[Field]) -> list[tuple[Converter, str, Field, bool]]:
+def _plan(fields: Sequence[Field]) -> Plan:
+    """Per field: its converter, attribute name, the field, whether ``pre_save`` only reads the
+    attribute; then the (converter, name) pairs, and whether every field only reads it."""
     key = (connection.vendor, id(fields))
     found = _plans.get(key)
     if found is None or found[0] is not fields:
         if len(_plans) > 200:
             _plans.clear()
-        found = _plans[key] = (fields, [(_converter(f), f.attname, f, _reads_attribute(f)) for f in fields])
+        steps = [(_converter(f), f.attname, f, _reads_attribute(f)) for f in fields]
+        found = _plans[key] = (fields, (steps, [(c, name) for c, name, _, _ in steps], all(s[3] for s in steps)))
     return found[1]
 
 
@@ -105,13 +110,12 @@ def prep_all(objs: Iterable[Any], fields: Sequence[Field], *, add: bool = False)
     Pass the same ``fields`` object each time (e.g. :func:`insert_fields`): what is worked out
     for it is kept.
     """
-    plan = _plan(fields)
-    if add and not all(plain for *_, plain in plan):
+    steps, pairs, plain_only = _plan(fields)
+    if add and not plain_only:
         return [
-            [c(f.pre_save(obj, True) if not plain else getattr(obj, name)) for c, name, f, plain in plan]
+            [c(f.pre_save(obj, True) if not plain else getattr(obj, name)) for c, name, f, plain in steps]
             for obj in objs
         ]
-    pairs = [(c, name) for c, name, _, _ in plan]
     return [[c(getattr(obj, name)) for c, name in pairs] for obj in objs]
 
 

@@ -44,8 +44,13 @@ def parent_ids(after: Iterable[ParentRef] | None) -> list[int]:
     return list(dict.fromkeys(ids))
 
 
+_POLICIES = frozenset(ParentFailure.values)
+
+
 def policy(on_parent_failure: str) -> str:
     """``on_parent_failure`` checked: ``"cancel"`` or ``"run"``."""
+    if on_parent_failure in _POLICIES:  # every schedule() checks it: a set, not the enum's values
+        return str(on_parent_failure)
     if on_parent_failure not in ParentFailure.values:
         raise InvalidDependency(
             f"on_parent_failure must be one of {', '.join(ParentFailure.values)}, got {on_parent_failure!r}"

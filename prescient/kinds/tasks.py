@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 from datetime import datetime, timedelta
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeAlias, TypeVar, cast
 
 from django.apps import apps
 from django.conf import settings
@@ -160,10 +161,28 @@ def clone(task: AnyTask, **changes: Any) -> AnyTask:
     return copied
 
 
+#: Scalars that come back from JSON as they went in (a float only when finite).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _flat(value: list[Any] | dict[str, Any]) -> list[Any] | dict[str, Any] | None:
+    """A copy of a list, or of a dict with text keys, of scalars that come back from JSON as they
+    are (the arguments of most tasks), else None: nothing to round-trip through JSON."""
+    items = value.values() if type(value) is dict else value
+    if type(value) is dict and any(type(key) is not str for key in value):
+        return None
+    for item in items:
+        kind = type(item)
+        if kind not in _SCALARS or (kind is float and not math.isfinite(cast(float, item))):
+            return None
+    return value.copy()
+
+
 def as_json(value: Any) -> Any:
     """``value`` as it comes back from JSON; TypeError or ValueError if it does not fit (or holds
     a string the database cannot store)."""
-    result = json.loads(json.dumps(normalize_json(value), allow_nan=False))
+    flat = _flat(value) if type(value) in (list, dict) else None
+    result = json.loads(json.dumps(normalize_json(value), allow_nan=False)) if flat is None else flat
     problem = unstorable(result)
     if problem:
         raise ValueError(problem)
