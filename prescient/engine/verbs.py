@@ -203,18 +203,20 @@ def schedule_many(
         # the caller's), the wake-up in it; else the workflow or parents are locked first.
         with transaction.atomic() if workflow or parents else contextlib.nullcontext():
             paused = bool(workflow) and store.lock_workflow(workflow)
-            jobs = [
-                _new_job({"entity_name": name, "entity_key": key, "job_exec": entry.name}, workflow, paused, first, now,
-                         waiting=bool(parents))
-                for name, key in unique
-            ]
             if parents:
+                jobs = [
+                    _new_job({"entity_name": name, "entity_key": key, "job_exec": entry.name}, workflow, paused, first,
+                             now, waiting=True)
+                    for name, key in unique
+                ]
                 dependencies.lock_parents(parents)
                 pks = store.links.insert_waiting(jobs)
                 dependencies.attach(pks, parents, policy, now)
                 written = len(pks)
-            else:
-                written = store.insert_new(jobs, returning=False, wake=first <= now and not paused) or 0
+            else:  # one job, copied for each entity
+                blank = {"entity_name": "", "entity_key": "", "job_exec": entry.name}
+                job = _new_job(blank, workflow, paused, first, now)
+                written = store.insert_copies(job, list(unique), wake=first <= now and not paused)
         seen += len(batch)
         created += written
         if progress is not None:

@@ -33,7 +33,7 @@ from . import links
 from .claims import claim, due_order, renew_leases, start_runs, take_back
 from .ending import end_job, end_jobs, release_waiters, resolve_waiting
 from .history import prune_history
-from .inserting import ONE_PENDING_JOB, insert, insert_new
+from .inserting import ONE_PENDING_JOB, insert, insert_copies, insert_new
 from .settle import settle
 from .tallies import count_rescue
 from .wake import CHANNEL, can_listen, notify
@@ -239,6 +239,7 @@ __all__ = [
     "end_jobs",
     "exclusive",
     "insert",
+    "insert_copies",
     "insert_new",
     "links",
     "lock_workflow",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import cast
+from collections.abc import Sequence
+from typing import Any, cast
 
 from django.db import connection, models, transaction
 
@@ -40,30 +41,95 @@ def insert_new(jobs: list[FutureJob], *, returning: bool, wake: bool = False) ->
     (PostgreSQL: delivered when it commits; nothing is sent when every job was skipped). The
     statement is its own transaction in autocommit mode: no ``BEGIN``, no read-back.
     """
-    if not can_insert_returning():
-        if returning:
-            return None
-        # Without RETURNING (older SQLite) the rows written are counted instead.
-        with transaction.atomic():
-            fields = bulk.insert_fields(FutureJob)
-            before = FutureJob.objects.count()
-            bulk.insert_rows(FutureJob, bulk.prep_all(jobs, fields, add=True), fields,
-                             skip_conflicts_on=_one_pending_job_columns())
-            written = FutureJob.objects.count() - before
-            if written and wake:
-                notify()
-        return written
+    if returning and not can_insert_returning():
+        return None
     fields = bulk.insert_fields(FutureJob)
+    rows = bulk.prep_all(jobs, fields, add=True)
+    if not returning:
+        return _insert_rows(rows, fields, wake)
     pks = bulk.insert_rows(
-        FutureJob, bulk.prep_all(jobs, fields, add=True), fields, skip_conflicts_on=_one_pending_job_columns(),
-        returning=_pk_column(), notify=CHANNEL if wake and can_listen() else None,
+        FutureJob, rows, fields, skip_conflicts_on=_one_pending_job_columns(), returning=_pk_column(),
+        notify=CHANNEL if wake and can_listen() else None,
     )
-    if returning and pks:
+    if pks:
         job = jobs[0]
         job.pk = pks[0]
         job._state.adding = False
         job._state.db = connection.alias
     return len(pks)
+
+
+def insert_copies(job: FutureJob, keys: Sequence[tuple[str, str]], *, wake: bool = False) -> int:
+    """Insert, in one statement, a copy of the unsaved ``job`` for each ``(entity_name,
+    entity_key)`` of ``keys``, skipping any that already has a pending job; returns how many were
+    written. ``wake`` as for :func:`insert_new`.
+
+    The job's values are prepared once. On PostgreSQL they travel once too, the keys as two
+    arrays (``INSERT … SELECT <values>, v.name, v.key FROM unnest(…)``): a batch of a thousand
+    jobs is no thousand model instances, and no thousand copies of each value to send.
+    """
+    if not keys:
+        return 0
+    fields = bulk.insert_fields(FutureJob)
+    [row] = bulk.prep_all([job], fields, add=True)
+    name_at, key_at = _key_positions()
+    if connection.vendor != "postgresql" or not can_insert_returning():
+        rows = []
+        for name, key in keys:
+            copy = row.copy()
+            copy[name_at], copy[key_at] = name, key
+            rows.append(copy)
+        return _insert_rows(rows, fields, wake)
+    params: list[Any] = [value for i, value in enumerate(row) if i not in (name_at, key_at)]
+    params += [[name for name, _ in keys], [key for _, key in keys]]
+    channel = CHANNEL if wake and can_listen() else None
+    if channel is not None:
+        params.append(channel)
+    with connection.cursor() as cursor:
+        cursor.execute(_copies_sql(channel is not None), params)
+        return len(cursor.fetchall())
+
+
+def _insert_rows(rows: list[list[Any]], fields: tuple[bulk.Field, ...], wake: bool) -> int:
+    if not can_insert_returning():
+        with transaction.atomic():
+            before = FutureJob.objects.count()
+            bulk.insert_rows(FutureJob, rows, fields, skip_conflicts_on=_one_pending_job_columns())
+            written = FutureJob.objects.count() - before
+            if written and wake:
+                notify()
+        return written
+    return len(bulk.insert_rows(
+        FutureJob, rows, fields, skip_conflicts_on=_one_pending_job_columns(), returning=_pk_column(),
+        notify=CHANNEL if wake and can_listen() else None,
+    ))
+
+
+@functools.cache
+def _key_positions() -> tuple[int, int]:
+    names = [f.name for f in bulk.insert_fields(FutureJob)]
+    return names.index("entity_name"), names.index("entity_key")
+
+
+@functools.cache
+def _copies_sql(wake: bool) -> str:
+    """The statement of :func:`insert_copies` on PostgreSQL (its text never changes)."""
+    qn = connection.ops.quote_name
+    fields = bulk.insert_fields(FutureJob)
+    name_at, key_at = _key_positions()
+    values = [
+        "v.n" if i == name_at else "v.k" if i == key_at else f"%s::{f.cast_db_type(connection)}"
+        for i, f in enumerate(fields)
+    ]
+    name_type, key_type = (fields[i].cast_db_type(connection) for i in (name_at, key_at))
+    sql = (
+        f"INSERT INTO {qn(FutureJob._meta.db_table)} ({', '.join(bulk.quote_column(f) for f in fields)}) "
+        f"SELECT {', '.join(values)} FROM unnest(%s::{name_type}[], %s::{key_type}[]) AS v (n, k) "
+        f"ON CONFLICT ({', '.join(qn(c) for c in _one_pending_job_columns())}) DO NOTHING RETURNING {qn(_pk_column())}"
+    )
+    if wake:
+        sql = f"WITH written AS ({sql}) SELECT {qn(_pk_column())}, pg_notify(%s, '') FROM written"
+    return sql
 
 
 @functools.cache
