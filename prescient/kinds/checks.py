@@ -14,12 +14,12 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.apps import apps
-from django.core.checks import CheckMessage, Error
+from django.core.checks import CheckMessage
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F
 
-from prescient import slots
+from prescient import diagnostics, slots
 from prescient.checks import RELEASE, Check, get_check, registered
 from prescient.conf import setting
 from prescient.engine import bulk, runner
@@ -163,9 +163,8 @@ class CheckKind(JobKind):
                 apps.get_model(entry.model_label)
             except LookupError:
                 errors.append(
-                    Error(
+                    diagnostics.CHECK_MODEL_MISSING(
                         f"Check {entry.name!r} names model {entry.model_label!r}, which is not installed",
-                        id="prescient.E010",
                     )
                 )
         return errors

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.core.checks import CheckMessage, Error
+from django.core.checks import CheckMessage
 from django.core.exceptions import FieldError
 from django.db import models
 from django.db.models import F, Q
 from django.utils.html import format_html
 
-from prescient import calendars, slots
+from prescient import calendars, diagnostics, slots
 from prescient.checks import Check
 from prescient.conf import setting
 from prescient.engine import bulk, runner
@@ -178,9 +178,9 @@ class ExpectationKind(JobKind):
         return format_html("{} · {}", entity_link(site, row.entity_name, row.entity_key), ladder_text(row))
 
     def system_checks(self) -> list[CheckMessage]:
-        errors: list[CheckMessage] = [Error(problem, id="prescient.E031") for problem in calendars.problems()]
+        errors = [diagnostics.CALENDAR_MALFORMED(problem) for problem in calendars.problems()]
         for expectation in registered():
-            errors.extend(Error(problem, id="prescient.E032") for problem in expectation.problems())
+            errors.extend(diagnostics.EXPECTATION_MALFORMED(problem) for problem in expectation.problems())
         return errors
 
 

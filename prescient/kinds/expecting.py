@@ -156,7 +156,7 @@ def watch(entry: Expectation) -> None:
         try:
             sender = apps.get_model(label)
         except LookupError:
-            return  # reported by the system checks (prescient.E032)
+            return  # reported by the system checks (diagnostics.EXPECTATION_MALFORMED)
     uid = f"prescient.expectations:{label}"
     post_save.connect(_saved, sender=sender, dispatch_uid=uid, weak=False)
     post_delete.connect(_deleted, sender=sender, dispatch_uid=uid, weak=False)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeAlias, TypeVar
 
 from django.apps import apps
 from django.conf import settings
-from django.core.checks import CheckMessage, Error
+from django.core.checks import CheckMessage
 from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
 from django.tasks.base import TaskError
 from django.tasks.signals import task_finished, task_started
@@ -32,7 +32,7 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import autodiscover_modules
 from django.utils.translation import gettext
 
-from prescient import checks
+from prescient import checks, diagnostics
 from prescient.checks import Check
 from prescient.cleaning import clean_text, unstorable
 from prescient.conf import option_problems
@@ -396,4 +396,4 @@ class TaskKind(JobKind):
 def _check_options(alias: str, options: Any) -> list[CheckMessage]:
     """By the table that the backend applies when it is created (conf.OPTIONS_RULES)."""
     found = option_problems(alias, options)
-    return [Error(problem.message, hint=problem.got, id=problem.code) for problem in found]
+    return [diagnostics.BY_ID[problem.code](problem.message, hint=problem.got) for problem in found]
