@@ -17,7 +17,7 @@ from prescient.models import FutureJob, JobHistory
 from prescient.states import END, Event, Outcome, State
 
 from .. import bulk
-from ..decisions import DISCARDED, HANDED_BACK, SUMMARY_KEY, Decision, TickSummary, record_error
+from ..decisions import DISCARDED, HANDED_BACK, SUMMARY_KEY, Decision, TickSummary, record_error, type_path
 from . import links
 from .ending import _insert_history, end_jobs, release_waiters
 from .tallies import RunTally
@@ -83,10 +83,10 @@ def _settle_refused(decision: Decision, token: str, now: datetime, summary: Tick
         return
     error = clean_text(f"{type(exc).__name__}: the database refused this run's result: {exc}")
     logger.error("job id=%s %s", job.pk, error)
-    record_error(job, error, now)
+    record_error(job, error, now, exception_path=type_path(exc))
     job.failure_count += 1
     refused = Decision(job=job, event=Event.FINISH, outcome=Outcome.FAILED, error=error, seconds=decision.seconds,
-                       ran=decision.ran)
+                       ran=decision.ran, exception_path=type_path(exc))
     try:
         _settle_batch([refused], token, now, summary)
     except _REFUSED:  # pragma: no cover - the row as it was is storable; left to the rescuer
