@@ -30,8 +30,8 @@ from prescient.models import FutureJob, Workflow
 from prescient.states import Event, State
 
 from . import links
-from .claims import claim, due_order, renew_leases, start_runs, take_back
-from .ending import end_job, end_jobs, release_waiters, resolve_waiting
+from .claims import claim, renew_leases, start_runs
+from .ending import release_waiters, resolve_waiting
 from .history import prune_history
 from .inserting import ONE_PENDING_JOB, insert, insert_new
 from .jobs import new_job
@@ -194,10 +194,7 @@ __all__ = [
     "claim",
         "count_rescues",
     "db_now",
-    "due_order",
     "end",
-    "end_job",
-    "end_jobs",
     "exclusive",
     "insert",
     "insert_new",
@@ -216,6 +213,5 @@ __all__ = [
     "resolve_waiting",
     "settle",
     "start_runs",
-    "take_back",
     "write_checkpoint",
 ]
