@@ -167,6 +167,8 @@ class JobHistory(models.Model):
     finished_at = models.DateTimeField(_("finished at"))
     last_error = models.TextField(_("last error"), blank=True, default="")
     reason = models.TextField(_("reason"), blank=True, default="")
+    exception_class_path = models.CharField(_("exception class"), max_length=300, blank=True, default="", db_default="")
+    traceback = models.TextField(_("traceback"), blank=True, default="", db_default="")
     #: Outcome ``horizon``: the next check the check asked for (``reason`` says why it was refused).
     asked_check_at = models.DateTimeField(_("check asked for"), null=True, blank=True)
     # Database defaults too: rows written without these columns (raw SQL, older code) are checks.
@@ -237,9 +239,7 @@ class JobLink(models.Model):
     """One edge of a workflow: job ``child_id`` runs after job ``parent_id`` has ended.
 
     Both are job ids, of a live job or of one in the history (a job keeps its id when it
-    ends), so the graph outlives the jobs. Links are written when the child is scheduled and
-    never changed.
-    """
+    ends), so the graph outlives the jobs. Written when the child is scheduled, never changed."""
 
     parent_id = models.BigIntegerField(_("parent job id"))
     child_id = models.BigIntegerField(_("child job id"))

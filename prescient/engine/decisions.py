@@ -57,8 +57,8 @@ class Decision:
     reason: str = ""
     #: Outcome ``horizon``: the next check the check asked for (the history's ``asked_check_at``).
     asked_check_at: datetime | None = None
-    #: A failed run: the dotted path of its exception's class and its traceback (as recorded
-    #: among the job's recent errors, which its history row keeps: see :func:`record_error`).
+    #: A failed run: the dotted path of its exception's class and its traceback (see
+    #: :func:`failure`), kept by the history row of a job it ends.
     exception_path: str = ""
     traceback: str = ""
 
@@ -97,35 +97,32 @@ def type_path(exc: BaseException) -> str:
     return f"{type(exc).__module__}.{type(exc).__qualname__}"
 
 
-def record_error(job: FutureJob, error: str, now: datetime, *, exception_path: str = "", traceback: str = "") -> None:
-    """Keep ``error`` as the job's last error and among its recent ones, as data: each entry is
-    ``{"at", "error", "exception_class_path"}`` (the dotted path of the exception's class;
-    RunFailed when none was raised), with ``"traceback"`` when the run raised one. Text is
-    cleaned (see :mod:`prescient.cleaning`)."""
+def record_error(job: FutureJob, error: str, now: datetime) -> None:
+    """Keep ``error`` (cleaned: see :mod:`prescient.cleaning`) as the job's last error and
+    among its recent ones."""
     error = clean_text(error)
     job.last_error = error
     kept = int(setting("RECENT_ERRORS"))
-    path = clean_text(exception_path or RUN_FAILED, 300)
-    entry = {"at": now.isoformat(), "error": error, "exception_class_path": path}
-    if traceback:
-        entry["traceback"] = clean_text(traceback)
-    job.recent_errors = ([*job.recent_errors, entry])[-kept:]
+    job.recent_errors = ([*job.recent_errors, {"at": now.isoformat(), "error": error}])[-kept:]
 
 
 def failure(
     decision: Decision, definition: Check | None, error: str, now: datetime, *,
     exception_path: str = "", traceback: str = "",
 ) -> Decision:
-    """Make ``decision`` a failed run: count it, keep the error (with the class of its exception
-    and its traceback, when it raised one), and ask the error handler whether to retry
-    (``definition`` is None when the job's check is no longer known)."""
+    """Make ``decision`` a failed run: count it, keep the error, and ask the error handler
+    whether to retry (``definition`` is None when the job's check is no longer known).
+
+    The failure is data on the decision: ``exception_path``, the dotted path of the class of
+    the exception the run raised (RunFailed when it raised none), and its ``traceback`` (empty
+    when none); a job it ends keeps them in its history row."""
     job = decision.job
     error = clean_text(error)
     decision.error = error
+    decision.exception_path = clean_text(exception_path or RUN_FAILED, 300)
+    decision.traceback = clean_text(traceback) if traceback else ""
     job.failure_count += 1
-    record_error(job, error, now, exception_path=exception_path, traceback=traceback)
-    last = job.recent_errors[-1] if job.recent_errors else {}
-    decision.exception_path, decision.traceback = last.get("exception_class_path", ""), last.get("traceback", "")
+    record_error(job, error, now)
     handler = definition.error_handler if definition is not None and definition.error_handler else get_handler()
     retry_at = handler(job, definition, now)
     if retry_at is None:

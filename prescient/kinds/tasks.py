@@ -34,7 +34,7 @@ from django.utils.translation import gettext
 
 from prescient import checks
 from prescient.checks import Check
-from prescient.cleaning import unstorable
+from prescient.cleaning import clean_text, unstorable
 from prescient.conf import option_problems
 from prescient.engine import runner, store
 from prescient.engine.decisions import RUN_FAILED, Decision, failure, type_path
@@ -209,7 +209,7 @@ def _errors(entries: list[Any]) -> list[TaskError]:
             continue
         errors.append(
             TaskError(
-                # As recorded (prescient.engine.decisions.record_error); never guessed from the text.
+                # As the failed run recorded it (_detail_error); never guessed from the text.
                 exception_class_path=entry.get("exception_class_path") or RUN_FAILED,
                 traceback=entry.get("traceback") or str(entry.get("error", "")),
             )
@@ -263,6 +263,17 @@ def _note_attempt(job: FutureJob, at: datetime) -> None:
     job.payload = payload
 
 
+def _detail_error(job: FutureJob, exception_path: str, traceback: str) -> None:
+    """Give the error just recorded on ``job`` the shape of a django.tasks TaskError, from the
+    failure's data (see :func:`prescient.engine.decisions.failure`)."""
+    if job.recent_errors and isinstance(job.recent_errors[-1], dict):
+        last = job.recent_errors[-1]
+        job.recent_errors[-1] = {
+            **last, "exception_class_path": clean_text(exception_path or RUN_FAILED, 300),
+            "traceback": clean_text(traceback) if traceback else last.get("error", ""),
+        }
+
+
 def _retry_soon(decision: Decision, check: Check | None, now: datetime) -> None:
     """A task's retry is due at once (or after RETRY_DELAY_SECONDS), not at the next slot."""
     if decision.event != Event.RETRY:
@@ -304,6 +315,7 @@ class TaskKind(JobKind):
         except PrescientError as exc:
             decision = failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now,
                                exception_path=type_path(exc))
+            _detail_error(job, decision.exception_path, decision.traceback)
             _retry_soon(decision, None, now)
             return decision
         task: AnyTask = check.options["task"]
@@ -314,12 +326,14 @@ class TaskKind(JobKind):
         if outcome.failed:
             decision = failure(decision, check, outcome.error, now, exception_path=outcome.exception_path,
                                traceback=outcome.traceback)
+            _detail_error(job, decision.exception_path, decision.traceback)
         else:
             try:
                 value = as_json(outcome.value)
             except (TypeError, ValueError) as exc:
                 error = f"TypeError: task {task.module_path} returned a value that is not JSON ({exc})"
                 decision = failure(decision, check, error, now, exception_path="builtins.TypeError")
+                _detail_error(job, decision.exception_path, decision.traceback)
             else:
                 job.payload = {**(job.payload or {}), "return_value": value}
                 decision.outcome = Outcome.COMPLETED
@@ -334,11 +348,13 @@ class TaskKind(JobKind):
         except PrescientError:
             check = None
         _note_attempt(job, now)
+        _detail_error(job, decision.exception_path, decision.traceback)
         _retry_soon(decision, check, now)
         _finished(decision, None if check is None else check.options.get("task"))
 
     def after_lost_run(self, job: FutureJob, now: datetime) -> None:
         _note_attempt(job, now)
+        _detail_error(job, RUN_FAILED, job.last_error)
 
     def retry(self, row: JobHistory) -> str:
         """Enqueue a finished task again, with the arguments, queue and priority it had."""

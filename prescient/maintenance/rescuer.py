@@ -49,9 +49,6 @@ logger = logging.getLogger(__name__)
 #: Stale claims dealt with in one transaction (one settle per claim token among them).
 BATCH = 500
 
-#: The error of a run whose claim went stale, as its exception's class (see prescient.exceptions).
-LOST = "prescient.exceptions.RunFailed"
-
 
 def stale(cutoff: datetime) -> models.QuerySet[FutureJob]:
     """Claims older than ``cutoff`` in a state the rescuer may move."""
@@ -70,18 +67,18 @@ def decide(job: FutureJob, now: datetime) -> tuple[Decision, str]:
     assert job.reserved_at is not None  # a claim: see rescue()
     error = f"worker lost: reservation {job.reserved_by} from {job.reserved_at.isoformat()} went stale"
     if job.end_requested:  # killed or cancelled during the lost run: ends as asked
-        record_error(job, error, now, exception_path=LOST)
+        record_error(job, error, now)
         return Decision(job=job, event=Event.FINISH, outcome=job.end_requested, error=error), ENDED
     if job.sleep_until is not None:  # slept during the lost run: due when asked
-        record_error(job, error, now, exception_path=LOST)
+        record_error(job, error, now)
         return Decision(job=job, event=Event.SLEEP, next_check_at=job.sleep_until, error=error), SLEPT
     if not job.reserved_by.startswith(WORKER_TOKEN_PREFIX):  # a tick that died: a person decides
-        record_error(job, error, now, exception_path=LOST)
+        record_error(job, error, now)
         return Decision(job=job, event=Event.BURY, error=error), BURIED
     # A worker renews its leases while it lives: its stale claim means it is gone. A failed run,
     # judged by the retry policy of any failed run; retried, it is due again at once (its own
     # code did not fail, its worker did).
-    decision = failure(Decision(job=job, event=Event.RECLAIM), definition_of(job), error, now, exception_path=LOST)
+    decision = failure(Decision(job=job, event=Event.RECLAIM), definition_of(job), error, now)
     try:
         get_kind(job.kind).after_lost_run(job, now)
     except PrescientError:

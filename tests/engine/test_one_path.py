@@ -87,7 +87,7 @@ def test_rescue__a_lost_workers_claim_is_judged_by_the_configured_retry_policy(m
     assert rescue(t0) == {"ended": 1}
     row = JobHistory.objects.get(job_id=job.pk)
     assert (row.outcome, row.reason, row.failure_count) == (Outcome.FAILED, "this handler never retries", 1)
-    assert row.errors[-1]["exception_class_path"] == "prescient.exceptions.RunFailed"
+    assert (row.exception_class_path, row.traceback) == ("prescient.exceptions.RunFailed", "")
 
 
 def test_rescue__settles_a_batch_of_stale_claims_in_a_few_statements(make_job, make_thing, t0):
@@ -105,7 +105,9 @@ def test_rescue__settles_a_batch_of_stale_claims_in_a_few_statements(make_job, m
 # --- failures as data -----------------------------------------------------------------------------
 
 
-def test_a_raising_check__keeps_its_exception_class_and_traceback_in_its_history_row(register, make_thing, t0, settings):
+def test_a_raising_check__keeps_its_exception_class_and_traceback_in_its_history_row(
+    register, make_thing, t0, settings
+):
     settings.PRESCIENT = {"MAX_RETRIES": 0}
 
     def broken(thing, job):
@@ -115,10 +117,9 @@ def test_a_raising_check__keeps_its_exception_class_and_traceback_in_its_history
     job = prescient.schedule(make_thing(), "test.broken", now=t0)
     prescient.tick(t0)
     row = JobHistory.objects.get(job_id=job.pk)
-    entry = row.errors[-1]
     assert (row.outcome, row.last_error) == (Outcome.FAILED, "ValueError: no good")
-    assert entry["exception_class_path"] == "builtins.ValueError"
-    assert entry["traceback"].startswith("Traceback") and "in broken" in entry["traceback"]
+    assert row.exception_class_path == "builtins.ValueError"
+    assert row.traceback.startswith("Traceback") and "in broken" in row.traceback
 
 
 def test_a_bad_result__is_recorded_as_the_type_error_it_names(register, make_thing, t0, settings):
@@ -126,5 +127,18 @@ def test_a_bad_result__is_recorded_as_the_type_error_it_names(register, make_thi
     register("test.wrong", lambda thing, job: "not a time")
     job = prescient.schedule(make_thing(), "test.wrong", now=t0)
     prescient.tick(t0)
-    entry = JobHistory.objects.get(job_id=job.pk).errors[-1]
-    assert entry["exception_class_path"] == "builtins.TypeError" and "traceback" not in entry
+    row = JobHistory.objects.get(job_id=job.pk)
+    assert (row.exception_class_path, row.traceback) == ("builtins.TypeError", "")
+
+
+def test_a_timed_out_task__keeps_the_class_the_runner_recorded_not_one_read_from_its_text(t0):
+    """An error recorded with its class is read as that class, whatever its text says (the old
+    reader guessed CheckTimeout from an error text starting so)."""
+    pytest.importorskip("django.tasks")
+    from prescient.kinds.tasks import _errors
+
+    [error] = _errors([{"at": t0.isoformat(), "error": "CheckTimeout: said by a ValueError",
+                        "exception_class_path": "builtins.ValueError", "traceback": "tb"}])
+    assert (error.exception_class_path, error.traceback) == ("builtins.ValueError", "tb")
+    [old] = _errors([{"at": t0.isoformat(), "error": "CheckTimeout: an entry without its class"}])
+    assert old.exception_class_path == "prescient.exceptions.RunFailed"

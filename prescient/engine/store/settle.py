@@ -83,7 +83,7 @@ def _settle_refused(decision: Decision, token: str, now: datetime, summary: Tick
         return
     error = clean_text(f"{type(exc).__name__}: the database refused this run's result: {exc}")
     logger.error("job id=%s %s", job.pk, error)
-    record_error(job, error, now, exception_path=type_path(exc))
+    record_error(job, error, now)
     job.failure_count += 1
     refused = Decision(job=job, event=Event.FINISH, outcome=Outcome.FAILED, error=error, seconds=decision.seconds,
                        ran=decision.ran, exception_path=type_path(exc))
@@ -229,11 +229,13 @@ def _lock_reserved(pks: list[int], token: str) -> dict[int, FutureJob]:
 
 
 def _why(decision: Decision) -> dict[str, Any]:
-    """What the history row of a job that ``decision`` ends keeps of why (its ``reason`` and,
-    for a horizon, the time asked for)."""
+    """What the history row of a job that ``decision`` ends keeps of why (its ``reason``; for a
+    horizon, the time asked for; for a failure, its exception's class and traceback)."""
     why: dict[str, Any] = {"reason": decision.reason} if decision.reason else {}
     if decision.asked_check_at is not None:
         why["asked_check_at"] = decision.asked_check_at
+    if decision.exception_path:
+        why["exception_class_path"], why["traceback"] = decision.exception_path, decision.traceback
     return why
 
 
