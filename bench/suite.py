@@ -641,9 +641,10 @@ def scheduling(res: Results, raw: Raw, sizes: dict[str, Any]) -> None:
         """The rows schedule() writes, as plain driver values."""
         now = timezone.now()
         due = services.due_time(prescient.get_check(NOOP), now, delay=delay)
-        jobs = [services._new_job(
-            {"entity_name": "bench.item", "entity_key": str(i), "job_exec": NOOP}, "", False, due, now
-        ) for i in range(1, count + 1)]
+        jobs = [
+            store.new_job(entity_name="bench.item", entity_key=str(i), job_exec=NOOP, due=due, now=now)
+            for i in range(1, count + 1)
+        ]
         rows = []
         for job in jobs:
             row = []

@@ -29,7 +29,7 @@ from prescient.models import FutureJob, Schedule
 from prescient.states import Event
 
 from . import store
-from .decisions import Decision, TickSummary, failure
+from .decisions import RUN_FAILED, Decision, TickSummary, failure, type_path
 from .kind import JobKind, get_kind
 from .runner import describe
 
@@ -164,17 +164,21 @@ def run_one(job: FutureJob, context: Any, now: datetime) -> Decision:
         try:
             kind: JobKind = get_kind(job.kind)
         except PrescientError as exc:
-            decision = failure(Decision(job=job, event=Event.FINISH), None, describe(exc), now)
+            decision = failure(Decision(job=job, event=Event.FINISH), None, describe(exc), now,
+                               exception_path=type_path(exc))
         else:
             decision = kind.run(job, context, now)
         span.record(decision)
     return decision
 
 
-def failed_run(job: FutureJob, error: str, now: datetime, seconds: float = 0.0) -> Decision:
-    """The decision for a run that failed outside the job's own control (its process died or
-    was killed on overrunning)."""
-    decision = failure(Decision(job=job, event=Event.FINISH, seconds=seconds, ran=True), definition_of(job), error, now)
+def failed_run(
+    job: FutureJob, error: str, now: datetime, seconds: float = 0.0, *, exception_path: str = RUN_FAILED
+) -> Decision:
+    """The decision for a run that failed outside the job's own control (its process died, or
+    was killed on overrunning: ``exception_path`` CheckTimeout)."""
+    decision = failure(Decision(job=job, event=Event.FINISH, seconds=seconds, ran=True), definition_of(job), error, now,
+                       exception_path=exception_path)
     try:
         get_kind(job.kind).after_failed_run(decision, now)
     except PrescientError:

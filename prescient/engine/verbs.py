@@ -18,13 +18,13 @@ from prescient.checks import Check, get_check
 from prescient.exceptions import ImmutableField, InvalidEntity
 from prescient.exceptions import JobNotFound as JobNotFound  # re-exported: it used to live here
 from prescient.models import FutureJob
-from prescient.states import Event, Outcome, State
+from prescient.states import Event, Outcome
 
 from . import bulk, dependencies, store
-from .commands import _set_due, cancel_job, kill, pause, release, run_now, sleep  # re-exported: the verbs are one API
+from .commands import cancel_job, kill, pause, release, run_now, sleep  # re-exported: the verbs are one API
 from .dependencies import ParentRef
 from .store import notify
-from .targets import _end, _lock, _now, _slot_minutes, due_time, entity_ref  # noqa: F401 (used, re-exported)
+from .targets import _now, due_time, entity_ref
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def schedule_job(
     key = {"entity_name": entity_name, "entity_key": entity_key, "job_exec": entry.name}
     if not workflow and not replace and not parents:
         # The common case in one statement (so, in autocommit mode, one round trip).
-        job = _new_job(key, "", False, first, now)
+        job = store.new_job(entity_name=entity_name, entity_key=entity_key, job_exec=entry.name, due=first, now=now)
         written = store.insert_new([job], returning=True)
         if written:
             logger.debug("job id=%s scheduled %s at %s", job.pk, entry.name, first.isoformat())
@@ -72,7 +72,10 @@ def schedule_job(
         if existing is None:
             paused = bool(workflow) and store.lock_workflow(workflow)
             dependencies.lock_parents(parents)
-            job = _new_job(key, workflow, paused, first, now, waiting=bool(parents))
+            job = store.new_job(
+                entity_name=entity_name, entity_key=entity_key, job_exec=entry.name, due=first, now=now,
+                workflow=workflow, paused=paused, waiting=bool(parents),
+            )
             try:
                 with transaction.atomic():
                     store.insert(job)
@@ -96,24 +99,8 @@ def schedule_job(
                 "and schedule it again to put it in another workflow.",
             )
         if replace and existing.next_check_at != first:
-            _set_due(existing, Event.SLEEP, first)
+            store.move(existing, Event.SLEEP, due=first, refuse_in_flight=True)
         return existing, False
-
-
-def _new_job(
-    key: dict[str, str], workflow: str, paused: bool, first: datetime, now: datetime, *, waiting: bool = False
-) -> FutureJob:
-    # A job with parents waits whether or not its workflow is paused (it is judged when unblocked).
-    paused = paused and not waiting
-    return FutureJob(
-        **key,
-        workflow=workflow,
-        state=State.WAITING if waiting else State.PAUSED if paused else State.SCHEDULED,
-        last_state=State.SCHEDULED if paused else "",
-        first_check_at=first,
-        next_check_at=first,
-        created_at=now,
-    )
 
 
 def schedule(
@@ -202,8 +189,8 @@ def schedule_many(
         with transaction.atomic():
             paused = bool(workflow) and store.lock_workflow(workflow)
             jobs = [
-                _new_job({"entity_name": name, "entity_key": key, "job_exec": entry.name}, workflow, paused, first, now,
-                         waiting=bool(parents))
+                store.new_job(entity_name=name, entity_key=key, job_exec=entry.name, due=first, now=now,
+                              workflow=workflow, paused=paused, waiting=bool(parents))
                 for name, key in unique
             ]
             if parents:
@@ -255,7 +242,7 @@ def cancel(entity: models.Model, check: CheckRef, *, now: datetime | None = None
         )
         if job is None:
             return False
-        _end(job, Event.CANCEL, Outcome.CANCELLED, "cancelled", now)
+        store.end(job, Event.CANCEL, Outcome.CANCELLED, "cancelled", now)
         return True
 
 

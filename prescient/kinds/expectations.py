@@ -35,7 +35,7 @@ from prescient import calendars, diagnostics, slots
 from prescient.checks import Check
 from prescient.conf import setting
 from prescient.engine import bulk, runner
-from prescient.engine.decisions import Decision, failure
+from prescient.engine.decisions import Decision, failure, type_path
 from prescient.engine.kind import JobKind
 from prescient.exceptions import PrescientError
 from prescient.expectations import KIND, Expectation, get_expectation, registered
@@ -145,7 +145,8 @@ class ExpectationKind(JobKind):
             check = self.definition(job)
             expectation.model  # noqa: B018 (raises LookupError when the model is gone)
         except (PrescientError, LookupError) as exc:
-            return failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now)
+            return failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now,
+                           exception_path=type_path(exc))
         if not isinstance(context, Rung):
             return Decision(job=job, event=Event.FINISH, outcome=Outcome.ENTITY_MISSING)
         if context.met:
@@ -158,7 +159,9 @@ class ExpectationKind(JobKind):
         result = runner.call(climb, args, check.timeout, label)
         decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
         if result.failed:
-            return failure(decision, check, result.error, now)  # retried at this same rung
+            # Retried at this same rung.
+            return failure(decision, check, result.error, now, exception_path=result.exception_path,
+                           traceback=result.traceback)
         if result.value == MET:
             mark_met(job, now)
             decision.outcome = Outcome.MET

@@ -33,6 +33,8 @@ class JobHistory(models.Model):
     finished_at = models.DateTimeField(_("finished at"))
     last_error = models.TextField(_("last error"), blank=True, default="")
     reason = models.TextField(_("reason"), blank=True, default="")
+    exception_class_path = models.CharField(_("exception class"), max_length=300, blank=True, default="", db_default="")
+    traceback = models.TextField(_("traceback"), blank=True, default="", db_default="")
     #: Outcome ``horizon``: the next check the check asked for (``reason`` says why it was refused).
     asked_check_at = models.DateTimeField(_("check asked for"), null=True, blank=True)
     # Database defaults too: rows written without these columns (raw SQL, older code) are checks.

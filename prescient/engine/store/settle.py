@@ -17,7 +17,7 @@ from prescient.models import FutureJob, JobHistory
 from prescient.states import END, Event, Outcome, State
 
 from .. import bulk
-from ..decisions import DISCARDED, HANDED_BACK, SUMMARY_KEY, Decision, TickSummary, record_error
+from ..decisions import DISCARDED, HANDED_BACK, SUMMARY_KEY, Decision, TickSummary, record_error, type_path
 from . import links
 from .ending import _insert_history, end_jobs, release_waiters
 from .tallies import RunTally
@@ -86,7 +86,7 @@ def _settle_refused(decision: Decision, token: str, now: datetime, summary: Tick
     record_error(job, error, now)
     job.failure_count += 1
     refused = Decision(job=job, event=Event.FINISH, outcome=Outcome.FAILED, error=error, seconds=decision.seconds,
-                       ran=decision.ran)
+                       ran=decision.ran, exception_path=type_path(exc))
     try:
         _settle_batch([refused], token, now, summary)
     except _REFUSED:  # pragma: no cover - the row as it was is storable; left to the rescuer
@@ -229,11 +229,13 @@ def _lock_reserved(pks: list[int], token: str) -> dict[int, FutureJob]:
 
 
 def _why(decision: Decision) -> dict[str, Any]:
-    """What the history row of a job that ``decision`` ends keeps of why (its ``reason`` and,
-    for a horizon, the time asked for)."""
+    """What the history row of a job that ``decision`` ends keeps of why (its ``reason``; for a
+    horizon, the time asked for; for a failure, its exception's class and traceback)."""
     why: dict[str, Any] = {"reason": decision.reason} if decision.reason else {}
     if decision.asked_check_at is not None:
         why["asked_check_at"] = decision.asked_check_at
+    if decision.exception_path:
+        why["exception_class_path"], why["traceback"] = decision.exception_path, decision.traceback
     return why
 
 
