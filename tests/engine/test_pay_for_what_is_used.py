@@ -107,7 +107,8 @@ def test_a_parent_given_a_child_during_its_run__moves_it_on_when_it_ends(make_th
     child = prescient.schedule(make_thing(), "test.record", after=[parent], now=t0 + HOUR)
     assert FutureJob.objects.get(pk=child.pk).state == State.WAITING
     summary = TickSummary()
-    store.settle([Decision(job=job, event=Event.FINISH, outcome=Outcome.COMPLETED, ran=True) for job in claimed], token, t0 + HOUR, summary)
+    decisions = [Decision(job=job, event=Event.FINISH, outcome=Outcome.COMPLETED, ran=True) for job in claimed]
+    store.settle(decisions, token, t0 + HOUR, summary)
 
     assert set(JobHistory.objects.values_list("job_id", flat=True)) == {parent.pk, other.pk}
     assert summary.counts[Outcome.COMPLETED] == 2
