@@ -123,6 +123,7 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("idle.claim", "idle: claim statement, nothing due", "s", "raw.claim_idle"),
         Spec("idle.tick", "idle: whole tick, in-process", "s", "raw.claim_idle", ("<=", 20.0, "ratio")),
         Spec("raw.per_job", "raw: time per job (1 / raw sweep)", "us", postgres_only=True),
+        Spec("sweep.statements", "statements per 1,000 jobs swept (one tick, due no-op checks)", "n"),
     ]
     for due in sizes["due"]:
         out.append(Spec(f"scaling.tick.{due}", f"scaling: tick, {due:,} due of {p} + {due:,}", "s",
@@ -140,6 +141,9 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
              (">=", 0.8, "ratio")),
         Spec("raw.executemany", f"raw: executemany of {sizes['many']:,} rows", "/s"),
         Spec("schedule.many", "schedule_many(queryset)", "/s", "raw.executemany", (">=", 0.6, "ratio")),
+        Spec("schedule.statements", "statements per 1,000 schedule() one by one, autocommit", "n"),
+        Spec("schedule.enqueue_statements", "statements per 1,000 django.tasks enqueue() one by one, autocommit",
+             "n"),
         Spec("save.without", f"save() of a model without an expectation, {sizes['one']:,} rows one by one", "/s"),
         Spec("save.with_none_pending", "save() of a model with an expectation, none pending", "/s", "save.without"),
         Spec("save.with_pending", "save() of a model with an expectation, one pending, not met", "/s",

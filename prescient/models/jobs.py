@@ -82,6 +82,7 @@ class FutureJob(models.Model):
         _("sleep requested until"), null=True, blank=True,
         help_text=_("Set when a job is slept while its run is in flight: the job is due then once the run returns."),
     )
+    has_dependants = models.BooleanField(_("has dependants"), default=False, db_default=False, editable=False)
 
     objects = FutureJobQuerySet.as_manager()
 
