@@ -136,13 +136,14 @@ def tick(now: datetime | None = None, *, batch_size: int | None = None, watchdog
     guard.start()
     decisions: list[Decision] = []
     pacer = sweep.Pacer()
+    ran: set[int] = set()  # each job runs once per tick, however soon its error handler retries it
 
     def watch(token: str, job: FutureJob | None) -> None:
         guard.watch(token, job, decisions)
 
     try:
         while not guard.overran and sweep.sweep_batch(
-            now, size, summary, watch=watch, decisions=decisions, pacer=pacer
+            now, size, summary, watch=watch, decisions=decisions, pacer=pacer, ran=ran
         ):
             decisions = []
     finally:
