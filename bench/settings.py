@@ -72,3 +72,9 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"prescient": {"handlers": ["console"], "level": "WARNING"}},
 }
+
+# BENCH_PREPARE=1: Django's psycopg 3 server-side binding with psycopg's automatic prepared
+# statements (a statement sent more than 5 times on a connection is prepared); off by default,
+# as in Django (see docs/performance.md, "Prepared statements").
+if os.environ.get("BENCH_PREPARE") == "1" and not os.environ.get("BENCH_SQLITE"):
+    DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=5)

@@ -40,6 +40,7 @@ from django.utils import timezone  # noqa: E402
 
 import prescient  # noqa: E402
 from bench import churn, herd, metrics, peers, prune, recurring, replay  # noqa: E402
+from bench import tasks as bench_tasks  # noqa: E402
 from bench.models import Item, Parcel  # noqa: E402
 from prescient.engine import bulk, store  # noqa: E402
 from prescient.engine import sweep as engine_sweep  # noqa: E402
@@ -410,10 +411,34 @@ def sweep_by_workers(count: int) -> float:
 # --- sections ----------------------------------------------------------------------------------
 
 
+def statements(func: Callable[[], Any]) -> int:
+    """How many SQL statements ``func()`` sends on the default connection (an ``executemany``
+    counts once; the driver's own BEGIN and COMMIT of a transaction are not statements)."""
+    sent = 0
+
+    def counter(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        nonlocal sent
+        sent += 1
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(counter):
+        func()
+    return sent
+
+
 def sweep(res: Results, raw: Raw, sizes: dict[str, Any], profile: str | None) -> None:
     count, runs = sizes["sweep"], sizes["runs"]
     ensure_items(count)
     analyze("bench_item")
+    now = timezone.now()
+    clear_jobs()
+    tick(now)  # a first tick runs the upkeep duties due at a process's start: not counted
+    add_jobs(1, count, now - timedelta(hours=1))
+    summaries: list[Any] = []
+    sent = statements(lambda: summaries.append(tick(now)))
+    assert summaries[0].processed == count, summaries[0].line()
+    res.add("sweep.statements", sent * 1000 / count)
+    log(f"statements: {sent:,} for one tick over {count:,} due no-op checks (half end, half re-checked)")
     for run in range(runs):
         now = timezone.now()
         raw_fill(raw, count, now - timedelta(hours=1))
@@ -641,9 +666,10 @@ def scheduling(res: Results, raw: Raw, sizes: dict[str, Any]) -> None:
         """The rows schedule() writes, as plain driver values."""
         now = timezone.now()
         due = services.due_time(prescient.get_check(NOOP), now, delay=delay)
-        jobs = [services._new_job(
-            {"entity_name": "bench.item", "entity_key": str(i), "job_exec": NOOP}, "", False, due, now
-        ) for i in range(1, count + 1)]
+        jobs = [
+            store.new_job(entity_name="bench.item", entity_key=str(i), job_exec=NOOP, due=due, now=now)
+            for i in range(1, count + 1)
+        ]
         rows = []
         for job in jobs:
             row = []
@@ -713,6 +739,15 @@ def scheduling(res: Results, raw: Raw, sizes: dict[str, Any]) -> None:
                 "schedule.one_autocommit", "raw.executemany", "schedule.many")))
     raw.run(f"TRUNCATE {RAW_INSERT}" if pg() else f"DELETE FROM {RAW_INSERT}")
     clear_jobs()
+    sent = statements(lambda: [prescient.schedule(item, NOOP, delay=delay) for item in items])
+    res.add("schedule.statements", sent * 1000 / one)
+    clear_jobs()
+    noop = getattr(bench_tasks, "noop", None)  # Django 6: prescient is the django.tasks backend
+    if noop is not None:
+        sent_tasks = statements(lambda: [noop.enqueue() for _ in range(one)])
+        res.add("schedule.enqueue_statements", sent_tasks * 1000 / one)
+        clear_jobs()
+        log(f"statements per 1,000: schedule() {sent * 1000 / one:,.0f}, enqueue() {sent_tasks * 1000 / one:,.0f}")
     saves(res, items, runs)
 
 

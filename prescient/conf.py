@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from . import diagnostics
 from .states import Outcome
 
 DEFAULTS: dict[str, Any] = {
@@ -173,16 +174,17 @@ def _retention(key: str, retention: Any) -> list[Problem]:
         return []
     if not isinstance(retention, dict):
         return [Problem(
-            key, retention, "None (keep history forever) or a dict of days per outcome", "prescient.E010",
+            key, retention, "None (keep history forever) or a dict of days per outcome",
+            diagnostics.RETENTION_NOT_DICT.id,
             hint=f'expected e.g. {{"completed": 14, "*": 90}}; got {retention!r}',
         )]
     problems: list[Problem] = []
     known = [*Outcome.values, "*"]
-    days_rule = whole(0, MAX_RETENTION_DAYS, "prescient.E012", none="kept forever")
+    days_rule = whole(0, MAX_RETENTION_DAYS, diagnostics.RETENTION_DAYS.id, none="kept forever")
     for outcome, days in retention.items():
         if outcome not in known:
             problems.append(Problem(
-                f"{key}[{outcome!r}]", outcome, "an outcome or '*'", "prescient.E011",
+                f"{key}[{outcome!r}]", outcome, "an outcome or '*'", diagnostics.RETENTION_OUTCOME.id,
                 hint="known outcomes: " + ", ".join(repr(name) for name in known),
                 says=f"{key} names an unknown outcome {outcome!r}",
             ))
@@ -195,43 +197,43 @@ RULES: dict[str, Rule | Callable[[str, Any], list[Problem]]] = {
     "SLOT_MINUTES": Rule(
         "a whole number of minutes that divides a day (e.g. 1, 5, 15, 30 or 60)",
         lambda v: _whole(v) and 0 < v <= MINUTES_PER_DAY and MINUTES_PER_DAY % v == 0,
-        "prescient.E003",
+        diagnostics.SLOT_MINUTES.id,
     ),
-    "TIMEOUT_SECONDS": seconds(0, MAX_SECONDS, "prescient.E004", open_least=True),
+    "TIMEOUT_SECONDS": seconds(0, MAX_SECONDS, diagnostics.TIME_LIMITS.id, open_least=True),
     "HORIZON_DAYS": Rule(
         f"a number of days more than 0 and at most {MAX_RETENTION_DAYS:,}",
         lambda v: _number(v) and 0 < v <= MAX_RETENTION_DAYS,
-        "prescient.E004",
+        diagnostics.TIME_LIMITS.id,
     ),
-    "MAX_CHECKS": whole(0, 1_000_000, "prescient.E005"),
-    "MAX_RETRIES": whole(0, 1_000_000, "prescient.E005"),
-    "RECENT_ERRORS": whole(0, 1_000, "prescient.E005"),
-    "BATCH_SIZE": whole(1, 10_000, "prescient.E006"),
+    "MAX_CHECKS": whole(0, 1_000_000, diagnostics.COUNTS.id),
+    "MAX_RETRIES": whole(0, 1_000_000, diagnostics.COUNTS.id),
+    "RECENT_ERRORS": whole(0, 1_000, diagnostics.COUNTS.id),
+    "BATCH_SIZE": whole(1, 10_000, diagnostics.BATCH_SIZE.id),
     "STALE_AFTER_SECONDS": seconds(
-        0, MAX_SECONDS + 3600, "prescient.E007", open_least=True, none="TIMEOUT_SECONDS + 60"
+        0, MAX_SECONDS + 3600, diagnostics.STALE_AFTER.id, open_least=True, none="TIMEOUT_SECONDS + 60"
     ),
-    # Importable is checked by the system checks (E008); importing at the first read of a
+    # Importable is checked by the system checks (E008 too); importing at the first read of a
     # setting could import the host's code half-way through its own import.
     "ERROR_HANDLER": Rule(
         "the dotted path of a callable(job, check, now)",
         lambda v: isinstance(v, str) and "." in v.strip(".") and " " not in v,
-        "prescient.E008",
+        diagnostics.ERROR_HANDLER.id,
     ),
     # Below half a second the heartbeat thread is a busy loop of transactions.
-    "WORKER_HEARTBEAT_SECONDS": seconds(0.5, 3600, "prescient.E013"),
-    "WORKER_POLL_SECONDS": seconds(0.05, 3600, "prescient.E013"),
-    "WORKER_GRACE_SECONDS": seconds(0, 86_400, "prescient.E013"),
-    "WORKER_PREFETCH": whole(0, 10_000, "prescient.E009"),
+    "WORKER_HEARTBEAT_SECONDS": seconds(0.5, 3600, diagnostics.WORKER_PERIODS.id),
+    "WORKER_POLL_SECONDS": seconds(0.05, 3600, diagnostics.WORKER_PERIODS.id),
+    "WORKER_GRACE_SECONDS": seconds(0, 86_400, diagnostics.WORKER_PERIODS.id),
+    "WORKER_PREFETCH": whole(0, 10_000, diagnostics.WORKER_LIMITS.id),
     "CHILD_MEMORY_MB": whole(
-        MIN_CHILD_MEMORY_MB, 16 * 1024 * 1024, "prescient.E009", none="no limit"
+        MIN_CHILD_MEMORY_MB, 16 * 1024 * 1024, diagnostics.WORKER_LIMITS.id, none="no limit"
     ),
-    "CHILD_MAX_RUNS": whole(1, 1_000_000_000, "prescient.E009", none="never replaced"),
+    "CHILD_MAX_RUNS": whole(1, 1_000_000_000, diagnostics.WORKER_LIMITS.id, none="never replaced"),
     "HISTORY_RETENTION_DAYS": _retention,
-    # Each calendar's contents are checked by prescient.calendars (system check prescient.E031).
+    # Each calendar's contents are checked by prescient.calendars (diagnostics.CALENDAR_MALFORMED).
     "CALENDARS": Rule(
         "a dict of calendar names to dicts (timezone, hours, closed, holidays)",
         lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(c, dict) for k, c in v.items()),
-        "prescient.E030",
+        diagnostics.CALENDARS_NOT_DICT.id,
     ),
 }
 
@@ -240,14 +242,15 @@ def problems(conf: Any) -> list[Problem]:
     """Everything wrong with ``conf`` (the host's ``PRESCIENT``), by the table ``RULES``."""
     if not isinstance(conf, dict):
         return [Problem(
-            "settings.PRESCIENT", conf, "a dict", "prescient.E001", hint=f"got {type(conf).__name__}"
+            "settings.PRESCIENT", conf, "a dict", diagnostics.SETTINGS_NOT_DICT.id,
+            hint=f"got {type(conf).__name__}",
         )]
     found: list[Problem] = []
     for key in conf:
         if key not in DEFAULTS:
             close = difflib.get_close_matches(str(key), DEFAULTS, n=3)
             found.append(Problem(
-                f"PRESCIENT[{key!r}]", conf[key], "a known setting", "prescient.E002",
+                f"PRESCIENT[{key!r}]", conf[key], "a known setting", diagnostics.UNKNOWN_SETTING.id,
                 says=f"Unknown setting PRESCIENT[{key!r}]",
                 hint=(f"did you mean {' or '.join(close)}? " if close else "")
                 + "Known settings: " + ", ".join(sorted(DEFAULTS)),
@@ -261,10 +264,10 @@ def problems(conf: Any) -> list[Problem]:
 
 #: The OPTIONS of a prescient django.tasks backend (``TASKS[alias]["OPTIONS"]``), by key.
 OPTIONS_RULES: dict[str, Rule] = {
-    "MAX_RETRIES": whole(0, 1_000_000, "prescient.E022"),
-    "TIMEOUT_SECONDS": seconds(0, MAX_SECONDS, "prescient.E022", open_least=True),
-    "RETRY_DELAY_SECONDS": seconds(0, MAX_SECONDS, "prescient.E022"),
-    "ROUND_TO_SLOT": Rule("True or False", lambda v: isinstance(v, bool), "prescient.E022"),
+    "MAX_RETRIES": whole(0, 1_000_000, diagnostics.TASK_OPTION_VALUE.id),
+    "TIMEOUT_SECONDS": seconds(0, MAX_SECONDS, diagnostics.TASK_OPTION_VALUE.id, open_least=True),
+    "RETRY_DELAY_SECONDS": seconds(0, MAX_SECONDS, diagnostics.TASK_OPTION_VALUE.id),
+    "ROUND_TO_SLOT": Rule("True or False", lambda v: isinstance(v, bool), diagnostics.TASK_OPTION_VALUE.id),
 }
 
 
@@ -272,13 +275,15 @@ def option_problems(alias: str, options: Any) -> list[Problem]:
     """Everything wrong with the OPTIONS of the prescient task backend ``alias``."""
     where = f"TASKS[{alias!r}]['OPTIONS']"
     if not isinstance(options, dict):
-        return [Problem(where, options, "a dict", "prescient.E020", hint=f"got {type(options).__name__}")]
+        return [Problem(
+            where, options, "a dict", diagnostics.TASK_OPTIONS_NOT_DICT.id, hint=f"got {type(options).__name__}"
+        )]
     found: list[Problem] = []
     for key, value in options.items():
         rule = OPTIONS_RULES.get(key)
         if rule is None:
             found.append(Problem(
-                f"{where}[{key!r}]", value, "a known option", "prescient.E021",
+                f"{where}[{key!r}]", value, "a known option", diagnostics.UNKNOWN_TASK_OPTION.id,
                 hint="Known options: " + ", ".join(sorted(OPTIONS_RULES)), says=f"Unknown option {where}[{key!r}]",
             ))
         else:

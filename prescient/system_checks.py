@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, Info, Tags, Warning, register
+from django.core.checks import Tags, register
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.urls import NoReverseMatch, reverse
 from django.utils.module_loading import import_string
 
+from . import diagnostics
 from .conf import DEFAULTS, problems
 from .engine.kind import registered_kinds
 
@@ -30,7 +31,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     a grace period between the heartbeat, the timeout and the stale period."""
     conf = getattr(settings, "PRESCIENT", {})
     found = problems(conf)
-    errors: list[Any] = [Error(problem.message, hint=problem.got, id=problem.code) for problem in found]
+    errors: list[Any] = [diagnostics.BY_ID[problem.code](problem.message, hint=problem.got) for problem in found]
     if not isinstance(conf, dict):
         return errors
     bad = {problem.key for problem in found}
@@ -39,10 +40,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     timeout = values["TIMEOUT_SECONDS"]
     if stale is not None and _number(stale) and _number(timeout) and stale <= timeout:
         errors.append(
-            Warning(
+            diagnostics.STALE_NOT_AFTER_TIMEOUT(
                 "PRESCIENT['STALE_AFTER_SECONDS'] is not longer than TIMEOUT_SECONDS",
                 hint="a slow but alive run could be buried; leave a grace period",
-                id="prescient.W001",
             )
         )
     heartbeat = values["WORKER_HEARTBEAT_SECONDS"]
@@ -51,13 +51,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     )
     if _number(heartbeat) and stale_period is not None and heartbeat * 2 >= stale_period:
         errors.append(
-            Warning(
+            diagnostics.HEARTBEAT_TOO_SLOW(
                 "PRESCIENT['WORKER_HEARTBEAT_SECONDS'] is more than half the stale period",
                 hint=(
                     f"a healthy worker renews its leases every {heartbeat}s; with a stale period of "
                     f"{stale_period}s one late heartbeat makes its claims look lost"
                 ),
-                id="prescient.W002",
             )
         )
     if "PRESCIENT['ERROR_HANDLER']" not in bad:
@@ -67,10 +66,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 raise TypeError("not callable")
         except (ImportError, TypeError, ValueError) as exc:
             errors.append(
-                Error(
+                diagnostics.ERROR_HANDLER(
                     f"PRESCIENT['ERROR_HANDLER'] {values['ERROR_HANDLER']!r} cannot be used: {exc}",
                     hint="give the dotted path of a callable(job, check, now)",
-                    id="prescient.E008",
                 )
             )
     return errors
@@ -100,21 +98,20 @@ def sqlite_warnings(database: Mapping[str, Any]) -> list[Any]:
     if str(mode or "").upper() in ("IMMEDIATE", "EXCLUSIVE"):  # both take the write lock at BEGIN
         return []
     return [
-        Warning(
+        diagnostics.SQLITE_NOT_IMMEDIATE(
             "The default database is SQLite without transaction_mode IMMEDIATE: a worker or tick "
             "beside the web server will fail with \"database is locked\" under load",
             hint=(
                 'add "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20} to DATABASES["default"] '
                 f"(got transaction_mode={mode!r}); or use PostgreSQL in production"
             ),
-            id="prescient.W011",
         )
     ]
 
 
 @register(Tags.database)
 def check_autovacuum(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
-    """``prescient.W012``, at ``migrate`` and ``check --database default`` (checks of the
+    """``diagnostics.AUTOVACUUM_OFF`` (W012), at ``migrate`` and ``check --database default`` (checks of the
     database run only when asked for a database)."""
     if not databases or "default" not in databases:
         return []
@@ -142,14 +139,13 @@ def autovacuum_warnings(setting: str | None) -> list[Any]:
     if setting is None or setting == "on":
         return []
     return [
-        Warning(
+        diagnostics.AUTOVACUUM_OFF(
             f"PostgreSQL runs with autovacuum = {setting}: dead rows pile up in prescient's live "
             "table (every job inserts, updates and deletes a row) and its due query slows down",
             hint=(
                 "turn it on (ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf();), or "
                 "VACUUM (ANALYZE) prescient_futurejob every few minutes from cron"
             ),
-            id="prescient.W012",
         )
     ]
 
@@ -169,17 +165,16 @@ def api_docs_warnings(installed_apps: list[str]) -> list[Any]:
     except (NoReverseMatch, ImproperlyConfigured, ImportError):  # prescient's URLs are not mounted
         return []
     return [
-        Warning(
+        diagnostics.API_DOCS_CDN(
             f"prescient's API docs page ({docs}) loads Swagger UI from a CDN: it is blank without internet",
             hint='add "ninja" to INSTALLED_APPS: django-ninja then serves Swagger UI as static files',
-            id="prescient.W010",
         )
     ]
 
 
 @register(Tags.urls, deploy=True)
 def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    """``prescient.I001``: the metrics URL is mounted but ``prometheus_client`` is missing.
+    """``diagnostics.METRICS_WITHOUT_CLIENT`` (I001): the metrics URL is mounted but ``prometheus_client`` is missing.
 
     A deployment check (``manage.py check --deploy``): where the metrics are wired in, said
     once before going live, not by every command (``runserver``, ``migrate``, each worker)."""
@@ -192,9 +187,8 @@ def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     if importlib.util.find_spec("prometheus_client") is not None:
         return []
     return [
-        Info(
+        diagnostics.METRICS_WITHOUT_CLIENT(
             f"GET {url} answers 501: prometheus_client is not installed",
             hint="pip install 'prescient[metrics]' to serve Prometheus metrics, or silence prescient.I001",
-            id="prescient.I001",
         )
     ]

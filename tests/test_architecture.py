@@ -174,6 +174,41 @@ def test_every_job_write_of_a_busy_day_comes_from_the_store(register, make_thing
     assert {where.rsplit("/", 1)[0] for where, _ in watch.writes} == {"prescient/engine/store"}, watch.writes
 
 
+# --- one path through the store: the transition table is asked only there ----------------------
+
+def target_calls(source: str) -> list[str]:
+    """The places in ``source`` that ask the transition table directly: ``states.target(...)``,
+    or ``target`` imported from ``prescient.states`` (or ``.states``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "target" and ast.unparse(node.value).endswith("states"):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith("states"):
+            found.extend(f"line {node.lineno}: import {a.name}" for a in node.names if a.name == "target")
+    return found
+
+
+def test_the_target_scan__finds_each_way_of_asking_the_table():
+    assert target_calls("to = states.target(job, Event.SLEEP)")
+    assert target_calls("from prescient.states import State, target")
+    assert target_calls("x = prescient.states.target")
+    assert target_calls("to = store.preview(job, event)\nstate.target = 1") == []
+
+
+def test_only_the_store_asks_the_transition_table():
+    """Every change of a job's state goes through the table inside prescient/engine/store/
+    (its moves, its settle); others ask it there (``store.move``, ``store.end``,
+    ``store.preview`` for a dry run)."""
+    offenders = {}
+    for path in modules():
+        if path in WRITER or path == PACKAGE / "states.py":
+            continue
+        found = target_calls(path.read_text())
+        if found:
+            offenders[rel(path)] = found
+    assert offenders == {}, "only prescient/engine/store/ may call states.target()"
+
+
 # --- kinds are named only in prescient/kinds/ ------------------------------------------------------
 
 def test_no_module_outside_kinds_names_the_task_kind():

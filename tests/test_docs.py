@@ -254,3 +254,24 @@ def test_seed_states__says_max_retries_n_means_n_plus_one_runs():
     text = (DOCS / "seed-states.md").read_text(encoding="utf-8")
     assert "`MAX_RETRIES = N` allows N retries after the first failed run" in text
     assert "runs N + 1 times" in text
+
+
+# --- system checks ---------------------------------------------------------------------------------
+
+
+def test_system_checks__the_table_is_rendered_from_the_checks_own_messages():
+    """docs/system-checks.md lists every id of prescient.diagnostics, the table the checks build
+    their messages from, as ``scripts/system-checks-table`` prints it: no id missing, none stale."""
+    from prescient import diagnostics
+
+    text = (DOCS / "system-checks.md").read_text(encoding="utf-8")
+    found = re.search(
+        r"<!-- BEGIN generated system-checks table -->\n(.*?)\n<!-- END generated system-checks table -->", text, re.S
+    )
+    assert found, "docs/system-checks.md lost its generated-table markers"
+    assert found.group(1) == diagnostics.render_markdown(), (
+        "docs/system-checks.md is out of date: paste the output of scripts/system-checks-table between the markers"
+    )
+    listed = re.findall(r"^\| `(prescient\.[EWI]\d{3})` \|", found.group(1), re.M)
+    assert listed == [entry.id for entry in diagnostics.MESSAGES]
+    assert {"prescient.E011", "prescient.E012", "prescient.I001"} <= set(listed)

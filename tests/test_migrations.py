@@ -69,3 +69,26 @@ def test_the_history_index__is_valid():
             ["prescient_hist_outcome"],
         )
         assert cursor.fetchone() == (True,)
+
+
+def test_the_dependants_migration__marks_the_live_parents_of_existing_links(transactional_db):
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate([("prescient", "0016_expectations")])
+        apps = executor.loader.project_state([("prescient", "0016_expectations")]).apps
+        job, link = apps.get_model("prescient", "FutureJob"), apps.get_model("prescient", "JobLink")
+        when = "2026-11-22T10:00:00Z"
+        common = {"entity_name": "testapp.thing", "job_exec": "test.record", "first_check_at": when,
+                  "next_check_at": when, "created_at": when}
+        parent, alone, child = (job.objects.create(entity_key=key, **common).pk for key in ("1", "2", "3"))
+        link.objects.create(parent_id=parent, child_id=child, created_at=when)
+        link.objects.create(parent_id=999_999, child_id=child, created_at=when)  # a parent already ended
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes("prescient"))
+    from prescient.models import FutureJob
+
+    assert dict(FutureJob.objects.values_list("pk", "has_dependants")) == {parent: True, alone: False, child: False}

@@ -1,8 +1,14 @@
 """Bad settings are reported by Django's system check framework, naming what was expected."""
 
+import ast
+import re
+from pathlib import Path
+
 import pytest
+from django.core.checks import ERROR, INFO, WARNING, Error, Info, Warning
 from django.db import connection
 
+from prescient import diagnostics
 from prescient.system_checks import (
     api_docs_warnings,
     autovacuum_warnings,
@@ -116,8 +122,8 @@ def test_the_test_settings__trip_neither_warning():
         ({"completed": 14, "*": 90}, []),
         ({"failed": None, "killed": 0}, []),
         (None, []),
-        (30, ["prescient.E010"]),
-        ([("completed", 14)], ["prescient.E010"]),
+        (30, ["prescient.E014"]),  # once E010, the id of a check naming a missing model
+        ([("completed", 14)], ["prescient.E014"]),
         ({"complete": 14}, ["prescient.E011"]),
         ({"completed": -1}, ["prescient.E012"]),
         ({"*": 36_500}, []),
@@ -223,3 +229,82 @@ def test_every_setting_has_a_rule():
     from prescient.conf import DEFAULTS, RULES
 
     assert sorted(RULES) == sorted(DEFAULTS)
+
+
+# --- one id, one meaning: the table of prescient/diagnostics.py ------------------------------------
+
+PACKAGE = Path(__file__).resolve().parent.parent / "prescient"
+CHECK_ID = re.compile(r"prescient\.[EWI]\d{3}")
+
+
+def id_literals(source: str) -> list[tuple[str, int]]:
+    """Each string literal of ``source`` that is a whole check id (docstrings and comments, which
+    may name ids, left out), with its line."""
+    tree = ast.parse(source)
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                docstrings.add(id(body[0].value))
+    return sorted(
+        (node.value, node.lineno) for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        and CHECK_ID.fullmatch(node.value)
+    )
+
+
+def test_id_literals__sees_ids_in_calls_and_rules_but_not_in_docstrings_or_hints():
+    source = (
+        '"""Raises prescient.E001."""\n'
+        'Error("bad", id="prescient.E010")\n'
+        'RULE = whole(0, 9, "prescient.E010")\n'
+        'HINT = "or silence prescient.I001"\n'
+    )
+    assert id_literals(source) == [("prescient.E010", 2), ("prescient.E010", 3)]
+
+
+def test_check_ids__each_is_written_once_in_the_whole_package():
+    """Every system-check id is written exactly once, in the table of prescient/diagnostics.py;
+    the checks name its entries. Two unrelated errors under one id (E010 was both a check
+    naming a missing model and a HISTORY_RETENTION_DAYS that is not a dict) cannot come back."""
+    places: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        for value, line in id_literals(path.read_text()):
+            places.setdefault(value, []).append(f"{path.relative_to(PACKAGE.parent).as_posix()}:{line}")
+    written_twice = {value: where for value, where in places.items() if len(where) > 1}
+    assert written_twice == {}
+    outside = {value: where for value, [where] in places.items() if not where.startswith("prescient/diagnostics.py:")}
+    assert outside == {}, "name an entry of prescient.diagnostics instead"
+    assert set(places) == set(diagnostics.BY_ID)
+
+
+def test_check_ids__the_table_has_one_entry_per_id_and_every_entry_is_used():
+    assert len(diagnostics.BY_ID) == len(diagnostics.MESSAGES)
+    names = {name for name, value in vars(diagnostics).items() if isinstance(value, diagnostics.Diagnostic)}
+    code = "\n".join(
+        path.read_text() for path in PACKAGE.rglob("*.py")
+        if "migrations" not in path.parts and path.name != "diagnostics.py"
+    )
+    unused = sorted(name for name in names if not re.search(rf"\bdiagnostics\.{name}\b", code))
+    assert unused == []
+
+
+def test_check_ids__a_check_naming_a_missing_model_and_a_bad_retention_differ(settings, register):
+    register("test.ghost", lambda thing, job: None, model="nowhere.Ghost")
+    [missing_model] = check_registry()
+    settings.PRESCIENT = {"HISTORY_RETENTION_DAYS": 30}
+    [retention] = check_settings()
+    assert missing_model.id == "prescient.E010"  # the one the docs have always listed
+    assert retention.id == "prescient.E014"
+
+
+@pytest.mark.parametrize("entry", diagnostics.MESSAGES, ids=lambda d: d.id)
+def test_diagnostic__makes_a_message_of_its_level_and_id(entry):
+    message = entry("what went wrong", hint="what to do")
+    assert (message.id, message.level, message.msg, message.hint) == (
+        entry.id, entry.level, "what went wrong", "what to do"
+    )
+    assert type(message) is {ERROR: Error, WARNING: Warning, INFO: Info}[entry.level]

@@ -2,8 +2,8 @@
 
 Django's admin autodiscovery imports this package, which imports the pages:
 
-- :mod:`.jobs`: the live jobs and their actions (the dashboard page is :mod:`.dashboard`,
-  its charts :mod:`.charts`);
+- :mod:`.jobs`: the live jobs (their actions are :mod:`.actions` and :mod:`.sleep`; the
+  dashboard page is :mod:`.dashboard`, its charts :mod:`.charts`);
 - :mod:`.history`: the finished jobs;
 - :mod:`.workflows`: pause and release whole workflows;
 - :mod:`.schedules`: recurring schedules, their next occurrences and actions;

@@ -51,7 +51,8 @@ class JobHistoryAdmin(LinksMixin, ConsoleListMixin, _AdminBase):
     actions = ["retry_tasks"]
     show_full_result_count = False
     fieldsets = [
-        (None, {"fields": ["entity", "job_exec", "outcome_badge", "reason", "last_error"]}),
+        (None, {"fields": ["entity", "job_exec", "outcome_badge", "reason", "last_error", "exception_class_path"]}),
+        (_("Traceback"), {"fields": ["traceback"], "classes": ["collapse"]}),
         (_("Workflow"), {"fields": ["workflow", "workflow_links"]}),
         (_("Counters"), {"fields": ["checks_run", "rechecks", "failure_count", "run_time", "time_per_run"]}),
         (_("Dates"), {"fields": ["created_at", "first_check_at", "asked_check_at", "finished_at", "lifetime"]}),

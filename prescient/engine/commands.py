@@ -9,32 +9,20 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
-from prescient import slots, states
-from prescient.exceptions import InvalidTime, InvalidTransition
+from prescient import slots
+from prescient.exceptions import InvalidTime
 from prescient.models import FutureJob
 from prescient.states import Event, Outcome, State
 
 from . import store, workflows
 from .store import notify
 from .sweep import definition_of
-from .targets import _end, _lock, _now, _slot_minutes
+from .targets import _lock, _now, _slot_minutes
 
 logger = logging.getLogger("prescient.engine.verbs")
 
 
 # --- commands on one job ---------------------------------------------------------------------
-
-
-def _set_due(job: FutureJob, event: str, when: datetime) -> FutureJob:
-    to = states.target(job, event)
-    if job.in_flight:  # a run in flight settles the job itself: sleep() defers, others refuse
-        raise InvalidTransition(job, event, "its run is in flight")
-    job.state = to
-    job.next_check_at = when
-    if to not in (State.PAUSED, State.WAITING):  # a waiting job keeps a pause for its unblocking
-        job.last_state = ""
-    store.save(job, ["state", "next_check_at", "last_state"])
-    return job
 
 
 def run_now(job: FutureJob | int, *, now: datetime | None = None) -> FutureJob:
@@ -44,13 +32,9 @@ def run_now(job: FutureJob | int, *, now: datetime | None = None) -> FutureJob:
     now = _now(now)
     with transaction.atomic():
         locked = _lock(job)
-        to = states.target(locked, Event.RUN_NOW)
-        if to == State.RUNNING:  # paused with its run in flight: released, as release() does
-            locked.state, locked.last_state = to, ""
-            store.save(locked, ["state", "last_state"])
-            return locked
-        locked = _set_due(locked, Event.RUN_NOW, now)
-        notify()
+        store.move(locked, Event.RUN_NOW, due=now)  # paused with its run in flight: released into it
+        if locked.state != State.RUNNING:
+            notify()
         return locked
 
 
@@ -70,17 +54,8 @@ def sleep(job: FutureJob | int, at: datetime, *, now: datetime | None = None) ->
         entry = definition_of(locked)
         if entry is not None and at > now + entry.horizon:
             raise InvalidTime(f"{at.isoformat()} is beyond the horizon of check {entry.name!r}")
-        when = slots.round_up(at, _slot_minutes())
-        if locked.state == State.RESERVED:  # taken back from its claim: its code never runs
-            locked.next_check_at = when
-            store.take_back(locked, states.target(locked, Event.SLEEP))
-            return locked
-        if locked.in_flight:
-            states.target(locked, Event.SLEEP)
-            store.request_sleep(locked, when)
-            logger.info("job id=%s sleep until %s requested while its run is in flight", locked.pk, when.isoformat())
-            return locked
-        return _set_due(locked, Event.SLEEP, when)
+        store.move(locked, Event.SLEEP, due=slots.round_up(at, _slot_minutes()))
+        return locked
 
 
 def kill(job: FutureJob | int, reason: str, *, now: datetime | None = None) -> str:
@@ -94,46 +69,18 @@ def kill(job: FutureJob | int, reason: str, *, now: datetime | None = None) -> s
     now = _now(now)
     with transaction.atomic():
         store.links.lock_workflows_of_children([job.pk if isinstance(job, FutureJob) else job])  # before the job
-        return _end(_lock(job), Event.KILL, Outcome.KILLED, reason.strip(), now)
+        return store.end(_lock(job), Event.KILL, Outcome.KILLED, reason.strip(), now)
 
 
 # --- pause and release -----------------------------------------------------------------------
 
 
 def _pause_job(job: FutureJob | int) -> int:
-    locked = _lock(job)
-    to = states.target(locked, Event.PAUSE)
-    if locked.state == State.WAITING:
-        # It stays waiting; the pause is kept (last_state) and applies when it is unblocked.
-        if locked.last_state == State.PAUSED:
-            return 0
-        locked.last_state = State.PAUSED
-        store.save(locked, ["last_state"])
-        return 1
-    if locked.state == to:
-        return 0
-    if locked.state == State.RESERVED:  # taken back from its claim: its code never runs
-        store.take_back(locked, to)
-        return 1
-    locked.last_state, locked.state = locked.state, to
-    store.save(locked, ["state", "last_state"])
-    if locked.in_flight:
-        store.notify_stop()  # its run is asked to stop (see job.should_stop())
-    return 1
+    return int(store.move(_lock(job), Event.PAUSE))
 
 
 def _release_job(job: FutureJob | int) -> int:
-    locked = _lock(job)
-    to = states.target(locked, Event.RELEASE)
-    if locked.state == State.WAITING and locked.last_state == State.PAUSED:  # a pause kept for its unblocking
-        locked.last_state = ""
-        store.save(locked, ["last_state"])
-        return 1
-    if locked.state == to:
-        return 0
-    locked.state, locked.last_state = to, ""
-    store.save(locked, ["state", "last_state"])
-    return 1
+    return int(store.move(_lock(job), Event.RELEASE))
 
 
 def _one_of(workflow: str | None, job: FutureJob | int | None) -> None:
@@ -216,4 +163,4 @@ def cancel_job(job: FutureJob | int, *, now: datetime | None = None) -> str:
     now = _now(now)
     with transaction.atomic():
         store.links.lock_workflows_of_children([job.pk if isinstance(job, FutureJob) else job])  # before the job
-        return _end(_lock(job), Event.CANCEL, Outcome.CANCELLED, "cancelled", now)
+        return store.end(_lock(job), Event.CANCEL, Outcome.CANCELLED, "cancelled", now)

@@ -31,7 +31,13 @@ RECLAIMED, ENDED = "reclaimed", "ended"
 RESCUED = (RECLAIMED, HANDED_BACK, BURIED, SLEPT, ENDED)
 SUMMARY_KEY: dict[str, str] = {
     Event.RESCHEDULE: RESCHEDULED, Event.RETRY: RETRIED, Event.HAND_BACK: HANDED_BACK, Event.SLEEP: SLEPT,
+    Event.BURY: BURIED, Event.RECLAIM: RECLAIMED,
 }
+#: The exception class of a failure that no Python exception of the job's raised (a lost worker,
+#: a child that died): what a failure without an ``exception_path`` of its own is recorded as.
+RUN_FAILED = "prescient.exceptions.RunFailed"
+#: The exception class of a run stopped at its timeout.
+CHECK_TIMEOUT = "prescient.exceptions.CheckTimeout"
 
 
 @dataclass
@@ -51,6 +57,10 @@ class Decision:
     reason: str = ""
     #: Outcome ``horizon``: the next check the check asked for (the history's ``asked_check_at``).
     asked_check_at: datetime | None = None
+    #: A failed run: the dotted path of its exception's class and its traceback (see
+    #: :func:`failure`), kept by the history row of a job it ends.
+    exception_path: str = ""
+    traceback: str = ""
 
 
 @dataclass
@@ -82,6 +92,11 @@ class TickSummary:
         return f"prescient tick: processed={self.processed} " + " ".join(parts)
 
 
+def type_path(exc: BaseException) -> str:
+    """The dotted path of the class of ``exc``, e.g. ``builtins.ValueError``."""
+    return f"{type(exc).__module__}.{type(exc).__qualname__}"
+
+
 def record_error(job: FutureJob, error: str, now: datetime) -> None:
     """Keep ``error`` (cleaned: see :mod:`prescient.cleaning`) as the job's last error and
     among its recent ones."""
@@ -91,12 +106,21 @@ def record_error(job: FutureJob, error: str, now: datetime) -> None:
     job.recent_errors = ([*job.recent_errors, {"at": now.isoformat(), "error": error}])[-kept:]
 
 
-def failure(decision: Decision, definition: Check | None, error: str, now: datetime) -> Decision:
+def failure(
+    decision: Decision, definition: Check | None, error: str, now: datetime, *,
+    exception_path: str = "", traceback: str = "",
+) -> Decision:
     """Make ``decision`` a failed run: count it, keep the error, and ask the error handler
-    whether to retry (``definition`` is None when the job's check is no longer known)."""
+    whether to retry (``definition`` is None when the job's check is no longer known).
+
+    The failure is data on the decision: ``exception_path``, the dotted path of the class of
+    the exception the run raised (RunFailed when it raised none), and its ``traceback`` (empty
+    when none); a job it ends keeps them in its history row."""
     job = decision.job
     error = clean_text(error)
     decision.error = error
+    decision.exception_path = clean_text(exception_path or RUN_FAILED, 300)
+    decision.traceback = clean_text(traceback) if traceback else ""
     job.failure_count += 1
     record_error(job, error, now)
     handler = definition.error_handler if definition is not None and definition.error_handler else get_handler()

@@ -25,6 +25,7 @@ from prescient.conf import setting
 from prescient.exceptions import CheckTimeout
 
 from . import store
+from .decisions import CHECK_TIMEOUT, type_path
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
             result.error = f"MemoryError: {label} ran out of memory" + (
                 f" (its process may use {limit} MB: CHILD_MEMORY_MB)" if limit else ""
             )
-        result.exception_path = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        result.exception_path = type_path(exc)
     finally:
         if alarm:
             signal.signal(signal.SIGALRM, previous)
@@ -107,6 +108,7 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
     if result.timed_out:
         result.value = None
         result.error = f"CheckTimeout: {label} ran longer than its timeout of {timeout:g}s"
+        result.exception_path, result.traceback = CHECK_TIMEOUT, ""
         logger.warning("check %s stopped after %.1fs (timeout %gs)", label, result.seconds, timeout)
         if not connection.is_usable():
             # The alarm may have landed inside a query: start afresh rather than reuse a

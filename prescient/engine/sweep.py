@@ -29,7 +29,7 @@ from prescient.models import FutureJob, Schedule
 from prescient.states import Event
 
 from . import store
-from .decisions import Decision, TickSummary, failure
+from .decisions import RUN_FAILED, Decision, TickSummary, failure, type_path
 from .kind import JobKind, get_kind
 from .runner import describe
 
@@ -164,17 +164,21 @@ def run_one(job: FutureJob, context: Any, now: datetime) -> Decision:
         try:
             kind: JobKind = get_kind(job.kind)
         except PrescientError as exc:
-            decision = failure(Decision(job=job, event=Event.FINISH), None, describe(exc), now)
+            decision = failure(Decision(job=job, event=Event.FINISH), None, describe(exc), now,
+                               exception_path=type_path(exc))
         else:
             decision = kind.run(job, context, now)
         span.record(decision)
     return decision
 
 
-def failed_run(job: FutureJob, error: str, now: datetime, seconds: float = 0.0) -> Decision:
-    """The decision for a run that failed outside the job's own control (its process died or
-    was killed on overrunning)."""
-    decision = failure(Decision(job=job, event=Event.FINISH, seconds=seconds, ran=True), definition_of(job), error, now)
+def failed_run(
+    job: FutureJob, error: str, now: datetime, seconds: float = 0.0, *, exception_path: str = RUN_FAILED
+) -> Decision:
+    """The decision for a run that failed outside the job's own control (its process died, or
+    was killed on overrunning: ``exception_path`` CheckTimeout)."""
+    decision = failure(Decision(job=job, event=Event.FINISH, seconds=seconds, ran=True), definition_of(job), error, now,
+                       exception_path=exception_path)
     try:
         get_kind(job.kind).after_failed_run(decision, now)
     except PrescientError:
@@ -267,14 +271,16 @@ def lease_seconds(job: FutureJob) -> float:
 def sweep_batch(
     now: datetime, size: int, summary: TickSummary, *,
     watch: Callable[[str, FutureJob | None], None] | None = None, decisions: list[Decision] | None = None,
-    pacer: Pacer | None = None,
+    pacer: Pacer | None = None, ran: set[int] | None = None,
 ) -> int:
     """Claim, run and settle one batch of up to ``size`` due jobs in this process; returns how
     many were claimed (0: nothing was due). Runs start, and their entities load, in groups
     just before they are called (``pacer`` sizes the groups). ``watch(token, job)`` is told
     which job runs (None: the batch is over): the tick's guard renews the batch's leases and
     watches for a run that will not stop. The batch's decisions are gathered in ``decisions``
-    (a new list if not given)."""
+    (a new list if not given). ``ran``: the jobs this pass has run already, kept up to date: one
+    claimed again (its retry came due at once) is handed back unrun, so that a pass runs each
+    job at most once and ends; returns how many it ran then."""
     token = new_token()
     pacer = Pacer() if pacer is None else pacer
     # Checks fast enough for the whole batch to be one group: the claim starts them too.
@@ -283,6 +289,10 @@ def sweep_batch(
     if not jobs:
         return 0
     decisions = [] if decisions is None else decisions
+    if ran is not None:
+        decisions.extend(hand_back(job) for job in jobs if job.pk in ran)
+        jobs = [job for job in jobs if job.pk not in ran]
+        ran.update(job.pk for job in jobs)
 
     def before_run(job: FutureJob) -> None:
         if watch is not None:

@@ -9,14 +9,11 @@ from datetime import datetime, timedelta
 from django.db import models
 from django.utils import timezone
 
-from prescient import slots, states
+from prescient import slots
 from prescient.checks import Check
 from prescient.conf import setting
 from prescient.exceptions import InvalidEntity, InvalidTime, JobNotFound
 from prescient.models import FutureJob
-from prescient.states import State
-
-from . import store
 
 logger = logging.getLogger("prescient.engine.verbs")
 
@@ -82,15 +79,3 @@ def _lock(job: FutureJob | int) -> FutureJob:
         return FutureJob.objects.select_for_update().get(pk=pk)
     except (FutureJob.DoesNotExist, ValueError, TypeError):
         raise JobNotFound(pk) from None
-
-
-def _end(job: FutureJob, event: str, outcome: str, reason: str, now: datetime) -> str:
-    """End a locked job now, or, if its run is in flight, once the run returns."""
-    states.target(job, event)
-    if job.in_flight and job.state != State.RESERVED:  # a reserved job's code never runs: ended now
-        store.request_end(job, outcome, reason)
-        logger.info("job id=%s %s requested while its run is in flight", job.pk, outcome)
-        return "requested"
-    job.end_reason = reason
-    store.end_job(job, outcome, now)
-    return "ended"

@@ -19,13 +19,13 @@ from prescient.checks import Check, get_check
 from prescient.exceptions import ImmutableField, InvalidEntity
 from prescient.exceptions import JobNotFound as JobNotFound  # re-exported: it used to live here
 from prescient.models import FutureJob
-from prescient.states import Event, Outcome, State
+from prescient.states import Event, Outcome
 
 from . import bulk, dependencies, store
-from .commands import _set_due, cancel_job, kill, pause, release, run_now, sleep  # re-exported: the verbs are one API
+from .commands import cancel_job, kill, pause, release, run_now, sleep  # re-exported: the verbs are one API
 from .dependencies import ParentRef
 from .store import notify
-from .targets import _end, _lock, _now, _slot_minutes, due_time, entity_ref  # noqa: F401 (used, re-exported)
+from .targets import _now, due_time, entity_ref
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def schedule_job(
     if not workflow and not replace and not parents:
         # The common case in one statement (so, in autocommit mode, one round trip).
         # A job due already wakes a worker (in the same statement) rather than wait for the next slot.
-        job = _new_job(key, "", False, first, now)
+        job = store.new_job(entity_name=entity_name, entity_key=entity_key, job_exec=entry.name, due=first, now=now)
         written = store.insert_new([job], returning=True, wake=first <= now)
         if written:
             logger.debug("job id=%s scheduled %s at %s", job.pk, entry.name, first)
@@ -72,7 +72,10 @@ def schedule_job(
         if existing is None:
             paused = bool(workflow) and store.lock_workflow(workflow)
             dependencies.lock_parents(parents)
-            job = _new_job(key, workflow, paused, first, now, waiting=bool(parents))
+            job = store.new_job(
+                entity_name=entity_name, entity_key=entity_key, job_exec=entry.name, due=first, now=now,
+                workflow=workflow, paused=paused, waiting=bool(parents),
+            )
             try:
                 with transaction.atomic():
                     store.insert(job)
@@ -96,24 +99,8 @@ def schedule_job(
                 "and schedule it again to put it in another workflow.",
             )
         if replace and existing.next_check_at != first:
-            _set_due(existing, Event.SLEEP, first)
+            store.move(existing, Event.SLEEP, due=first, refuse_in_flight=True)
         return existing, False
-
-
-def _new_job(
-    key: dict[str, str], workflow: str, paused: bool, first: datetime, now: datetime, *, waiting: bool = False
-) -> FutureJob:
-    # A job with parents waits whether or not its workflow is paused (it is judged when unblocked).
-    paused = paused and not waiting
-    return FutureJob(
-        **key,
-        workflow=workflow,
-        state=State.WAITING if waiting else State.PAUSED if paused else State.SCHEDULED,
-        last_state=State.SCHEDULED if paused else "",
-        first_check_at=first,
-        next_check_at=first,
-        created_at=now,
-    )
 
 
 def schedule(
@@ -205,8 +192,8 @@ def schedule_many(
             paused = bool(workflow) and store.lock_workflow(workflow)
             if parents:
                 jobs = [
-                    _new_job({"entity_name": name, "entity_key": key, "job_exec": entry.name}, workflow, paused, first,
-                             now, waiting=True)
+                    store.new_job(entity_name=name, entity_key=key, job_exec=entry.name, due=first, now=now,
+                                  workflow=workflow, paused=paused, waiting=True)
                     for name, key in unique
                 ]
                 dependencies.lock_parents(parents)
@@ -214,8 +201,8 @@ def schedule_many(
                 dependencies.attach(pks, parents, policy, now)
                 written = len(pks)
             else:  # one job, copied for each entity
-                blank = {"entity_name": "", "entity_key": "", "job_exec": entry.name}
-                job = _new_job(blank, workflow, paused, first, now)
+                job = store.new_job(entity_name="", entity_key="", job_exec=entry.name, due=first, now=now,
+                                    workflow=workflow, paused=paused)
                 written = store.insert_copies(job, list(unique), wake=first <= now and not paused)
         seen += len(batch)
         created += written
@@ -257,7 +244,7 @@ def cancel(entity: models.Model, check: CheckRef, *, now: datetime | None = None
         )
         if job is None:
             return False
-        _end(job, Event.CANCEL, Outcome.CANCELLED, "cancelled", now)
+        store.end(job, Event.CANCEL, Outcome.CANCELLED, "cancelled", now)
         return True
 
 

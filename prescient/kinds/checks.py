@@ -14,16 +14,16 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.apps import apps
-from django.core.checks import CheckMessage, Error
+from django.core.checks import CheckMessage
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F
 
-from prescient import slots
+from prescient import diagnostics, slots
 from prescient.checks import RELEASE, Check, get_check, registered
 from prescient.conf import setting
 from prescient.engine import bulk, runner
-from prescient.engine.decisions import Decision, failure
+from prescient.engine.decisions import Decision, failure, type_path
 from prescient.engine.kind import JobKind
 from prescient.exceptions import PrescientError
 from prescient.models import FutureJob, JobHistory
@@ -68,7 +68,8 @@ def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime
     decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
     value = result.value
     if result.failed:
-        return failure(decision, check, result.error, now)
+        return failure(decision, check, result.error, now, exception_path=result.exception_path,
+                       traceback=result.traceback)
     if value is None:
         decision.outcome = Outcome.COMPLETED
         return decision
@@ -86,14 +87,15 @@ def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime
             wanted = slots.floor(now, slot_minutes) + value
         except OverflowError:
             return failure(
-                decision, check, f"OverflowError: check {check.name!r} returned {value!r}, past the last date", now
+                decision, check, f"OverflowError: check {check.name!r} returned {value!r}, past the last date", now,
+                exception_path="builtins.OverflowError",
             )
     elif isinstance(value, datetime):
         if value.tzinfo is None or value.utcoffset() is None:
             return failure(
                 decision, check,
                 f"TypeError: check {check.name!r} returned a naive datetime ({value.isoformat()}); "
-                "return an aware datetime", now,
+                "return an aware datetime", now, exception_path="builtins.TypeError",
             )
         wanted = value
         early = wanted < now
@@ -102,7 +104,7 @@ def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime
         return failure(
             decision, check,
             f"TypeError: check {check.name!r} returned {type(value).__name__} ({value!r:.80}); "
-            "expected None, a timedelta or an aware datetime", now,
+            "expected None, a timedelta or an aware datetime", now, exception_path="builtins.TypeError",
         )
     if outside:
         decision.outcome, decision.asked_check_at = Outcome.HORIZON, wanted
@@ -140,11 +142,13 @@ class CheckKind(JobKind):
         try:
             check = self.definition(job)
         except PrescientError as exc:
-            return failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now)
+            return failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now,
+                           exception_path=type_path(exc))
         try:
             apps.get_model(job.entity_name)
         except (LookupError, ValueError) as exc:
-            return failure(Decision(job=job, event=Event.FINISH), check, runner.describe(exc), now)
+            return failure(Decision(job=job, event=Event.FINISH), check, runner.describe(exc), now,
+                           exception_path=type_path(exc))
         if context is None:
             return Decision(job=job, event=Event.FINISH, outcome=Outcome.ENTITY_MISSING)
         label = f"{check.name}[{job.entity_name}#{job.entity_key}]"
@@ -163,9 +167,8 @@ class CheckKind(JobKind):
                 apps.get_model(entry.model_label)
             except LookupError:
                 errors.append(
-                    Error(
+                    diagnostics.CHECK_MODEL_MISSING(
                         f"Check {entry.name!r} names model {entry.model_label!r}, which is not installed",
-                        id="prescient.E010",
                     )
                 )
         return errors

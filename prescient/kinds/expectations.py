@@ -25,17 +25,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.core.checks import CheckMessage, Error
+from django.core.checks import CheckMessage
 from django.core.exceptions import FieldError
 from django.db import models
 from django.db.models import F, Q
 from django.utils.html import format_html
 
-from prescient import calendars, slots
+from prescient import calendars, diagnostics, slots
 from prescient.checks import Check
 from prescient.conf import setting
 from prescient.engine import bulk, runner
-from prescient.engine.decisions import Decision, failure
+from prescient.engine.decisions import Decision, failure, type_path
 from prescient.engine.kind import JobKind
 from prescient.exceptions import PrescientError
 from prescient.expectations import KIND, Expectation, get_expectation, registered
@@ -145,7 +145,8 @@ class ExpectationKind(JobKind):
             check = self.definition(job)
             expectation.model  # noqa: B018 (raises LookupError when the model is gone)
         except (PrescientError, LookupError) as exc:
-            return failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now)
+            return failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now,
+                           exception_path=type_path(exc))
         if not isinstance(context, Rung):
             return Decision(job=job, event=Event.FINISH, outcome=Outcome.ENTITY_MISSING)
         if context.met:
@@ -158,7 +159,9 @@ class ExpectationKind(JobKind):
         result = runner.call(climb, args, check.timeout, label)
         decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
         if result.failed:
-            return failure(decision, check, result.error, now)  # retried at this same rung
+            # Retried at this same rung.
+            return failure(decision, check, result.error, now, exception_path=result.exception_path,
+                           traceback=result.traceback)
         if result.value == MET:
             mark_met(job, now)
             decision.outcome = Outcome.MET
@@ -178,9 +181,9 @@ class ExpectationKind(JobKind):
         return format_html("{} · {}", entity_link(site, row.entity_name, row.entity_key), ladder_text(row))
 
     def system_checks(self) -> list[CheckMessage]:
-        errors: list[CheckMessage] = [Error(problem, id="prescient.E031") for problem in calendars.problems()]
+        errors = [diagnostics.CALENDAR_MALFORMED(problem) for problem in calendars.problems()]
         for expectation in registered():
-            errors.extend(Error(problem, id="prescient.E032") for problem in expectation.problems())
+            errors.extend(diagnostics.EXPECTATION_MALFORMED(problem) for problem in expectation.problems())
         return errors
 
 

@@ -23,11 +23,11 @@ from django.db.models.signals import post_delete, post_save
 from prescient import slots
 from prescient.conf import setting
 from prescient.engine import store
-from prescient.engine.targets import _end, _now, entity_ref
+from prescient.engine.targets import _now, entity_ref
 from prescient.exceptions import InvalidTime
 from prescient.expectations import KIND, Expectation, get_expectation, of_model, registered, watchers
 from prescient.models import FutureJob
-from prescient.states import Event, Outcome, State
+from prescient.states import Event, Outcome
 
 from .expectations import mark_met
 
@@ -70,8 +70,8 @@ def expect(
             f"({definition.horizon.days} days from now)"
         )
     first = slots.round_up(rungs[0], int(setting("SLOT_MINUTES")))
-    job = FutureJob(
-        **key, kind=KIND, state=State.SCHEDULED, first_check_at=first, next_check_at=first, created_at=now,
+    job = store.new_job(
+        entity_name=entity_name, entity_key=entity_key, job_exec=entry.name, kind=KIND, due=first, now=now,
         payload={
             "start": start.isoformat(), "rungs": [rung.isoformat() for rung in rungs], "step": 0,
             "calendar": entry.calendar_of(instance),
@@ -131,7 +131,7 @@ def end_pending(instance: models.Model, *, deleted: bool, now: datetime | None =
             outcome = Outcome.ENTITY_MISSING if deleted else Outcome.MET
             if outcome == Outcome.MET:
                 mark_met(job, now)
-            _end(job, Event.CANCEL, outcome, "deleted" if deleted else "met at save", now)
+            store.end(job, Event.CANCEL, outcome, "deleted" if deleted else "met at save", now)
             ended += 1
     return ended
 
@@ -154,7 +154,7 @@ def watch(entry: Expectation) -> None:
         try:
             sender = apps.get_model(label)
         except LookupError:
-            return  # reported by the system checks (prescient.E032)
+            return  # reported by the system checks (diagnostics.EXPECTATION_MALFORMED)
     uid = f"prescient.expectations:{label}"
     post_save.connect(_saved, sender=sender, dispatch_uid=uid, weak=False)
     post_delete.connect(_deleted, sender=sender, dispatch_uid=uid, weak=False)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeAlias, TypeVar, cast
 
 from django.apps import apps
 from django.conf import settings
-from django.core.checks import CheckMessage, Error
+from django.core.checks import CheckMessage
 from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
 from django.tasks.base import TaskError
 from django.tasks.signals import task_finished, task_started
@@ -33,12 +33,12 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import autodiscover_modules
 from django.utils.translation import gettext
 
-from prescient import checks
+from prescient import checks, diagnostics
 from prescient.checks import Check
 from prescient.cleaning import clean_text, unstorable
 from prescient.conf import option_problems
-from prescient.engine import runner
-from prescient.engine.decisions import Decision, failure
+from prescient.engine import runner, store
+from prescient.engine.decisions import RUN_FAILED, Decision, failure, type_path
 from prescient.engine.kind import JobKind
 from prescient.exceptions import PrescientError, UnknownCheck
 from prescient.models import FutureJob, JobHistory
@@ -192,14 +192,13 @@ def as_json(value: Any) -> Any:
 def new_job(task: AnyTask, backend_alias: str, args: list[Any], kwargs: dict[str, Any], due: datetime,
             run_after: Any, now: datetime, key: str) -> FutureJob:
     """The (unsaved) job of one enqueued task."""
-    return FutureJob(
+    return store.new_job(
         kind=TaskKind.name,
         entity_name=TASK_ENTITY,
         entity_key=key,
         job_exec=check_name(task),
-        first_check_at=due,
-        next_check_at=due,
-        created_at=now,
+        due=due,
+        now=now,
         queue=task.queue_name,
         priority=task.priority,
         payload={
@@ -229,20 +228,12 @@ def _errors(entries: list[Any]) -> list[TaskError]:
             continue
         errors.append(
             TaskError(
-                exception_class_path=entry.get("exception_class_path") or _class_of(str(entry.get("error", ""))),
+                # As the failed run recorded it (_detail_error); never guessed from the text.
+                exception_class_path=entry.get("exception_class_path") or RUN_FAILED,
                 traceback=entry.get("traceback") or str(entry.get("error", "")),
             )
         )
     return errors
-
-
-def _class_of(error: str) -> str:
-    """The exception class of an error prescient recorded without one (timeouts, lost runs)."""
-    if error.startswith("CheckTimeout"):
-        return "prescient.exceptions.CheckTimeout"
-    if error.startswith(("UnknownCheck", "TaskNotFound")):
-        return "prescient.exceptions.UnknownCheck"
-    return "prescient.exceptions.RunFailed"
 
 
 def result_of(row: FutureJob | JobHistory, task: Task[_P, _R], status: TaskResultStatus) -> TaskResult[_P, _R]:
@@ -292,11 +283,13 @@ def _note_attempt(job: FutureJob, at: datetime) -> None:
 
 
 def _detail_error(job: FutureJob, exception_path: str, traceback: str) -> None:
-    """Give the error just recorded on ``job`` the shape of a django.tasks TaskError."""
+    """Give the error just recorded on ``job`` the shape of a django.tasks TaskError, from the
+    failure's data (see :func:`prescient.engine.decisions.failure`)."""
     if job.recent_errors and isinstance(job.recent_errors[-1], dict):
+        last = job.recent_errors[-1]
         job.recent_errors[-1] = {
-            **job.recent_errors[-1], "exception_class_path": clean_text(exception_path, 300),
-            "traceback": clean_text(traceback),
+            **last, "exception_class_path": clean_text(exception_path or RUN_FAILED, 300),
+            "traceback": clean_text(traceback) if traceback else last.get("error", ""),
         }
 
 
@@ -339,7 +332,9 @@ class TaskKind(JobKind):
         try:
             check = self.definition(job)
         except PrescientError as exc:
-            decision = failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now)
+            decision = failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now,
+                               exception_path=type_path(exc))
+            _detail_error(job, decision.exception_path, decision.traceback)
             _retry_soon(decision, None, now)
             return decision
         task: AnyTask = check.options["task"]
@@ -348,15 +343,16 @@ class TaskKind(JobKind):
         outcome = runner.call(_invoke, (task, job), check.timeout, f"{check.name}[{job.pk}]")
         decision = Decision(job=job, event=Event.FINISH, seconds=outcome.seconds, ran=True)
         if outcome.failed:
-            decision = failure(decision, check, outcome.error, now)
-            _detail_error(job, outcome.exception_path or _class_of(outcome.error), outcome.traceback or outcome.error)
+            decision = failure(decision, check, outcome.error, now, exception_path=outcome.exception_path,
+                               traceback=outcome.traceback)
+            _detail_error(job, decision.exception_path, decision.traceback)
         else:
             try:
                 value = as_json(outcome.value)
             except (TypeError, ValueError) as exc:
                 error = f"TypeError: task {task.module_path} returned a value that is not JSON ({exc})"
-                decision = failure(decision, check, error, now)
-                _detail_error(job, "builtins.TypeError", error)
+                decision = failure(decision, check, error, now, exception_path="builtins.TypeError")
+                _detail_error(job, decision.exception_path, decision.traceback)
             else:
                 job.payload = {**(job.payload or {}), "return_value": value}
                 decision.outcome = Outcome.COMPLETED
@@ -371,13 +367,13 @@ class TaskKind(JobKind):
         except PrescientError:
             check = None
         _note_attempt(job, now)
-        _detail_error(job, _class_of(decision.error), decision.error)
+        _detail_error(job, decision.exception_path, decision.traceback)
         _retry_soon(decision, check, now)
         _finished(decision, None if check is None else check.options.get("task"))
 
     def after_lost_run(self, job: FutureJob, now: datetime) -> None:
         _note_attempt(job, now)
-        _detail_error(job, "prescient.exceptions.RunFailed", job.last_error)
+        _detail_error(job, RUN_FAILED, job.last_error)
 
     def retry(self, row: JobHistory) -> str:
         """Enqueue a finished task again, with the arguments, queue and priority it had."""
@@ -415,4 +411,4 @@ class TaskKind(JobKind):
 def _check_options(alias: str, options: Any) -> list[CheckMessage]:
     """By the table that the backend applies when it is created (conf.OPTIONS_RULES)."""
     found = option_problems(alias, options)
-    return [Error(problem.message, hint=problem.got, id=problem.code) for problem in found]
+    return [diagnostics.BY_ID[problem.code](problem.message, hint=problem.got) for problem in found]

@@ -17,24 +17,37 @@ happens to it, in the words of docs/states.md (and the keys of what :func:`rescu
 from __future__ import annotations
 
 import logging
-from collections import Counter
+from collections import Counter, defaultdict
 from datetime import datetime, timedelta
 
 from django.db import models, transaction
 
 from prescient import states
-from prescient.conf import setting, stale_after_seconds
+from prescient.conf import stale_after_seconds
 from prescient.engine import store
-from prescient.engine.decisions import BURIED, ENDED, HANDED_BACK, RECLAIMED, SLEPT, record_error
+from prescient.engine.decisions import (
+    BURIED,
+    ENDED,
+    HANDED_BACK,
+    RECLAIMED,
+    SLEPT,
+    Decision,
+    TickSummary,
+    failure,
+    record_error,
+)
 from prescient.engine.kind import get_kind
 from prescient.engine.sweep import WORKER_TOKEN_PREFIX, Survey, definition_of, lease_seconds
 from prescient.exceptions import PrescientError
 from prescient.models import FutureJob
-from prescient.states import Event, Outcome
+from prescient.states import Event
 
 from . import Service
 
 logger = logging.getLogger(__name__)
+
+#: Stale claims dealt with in one transaction (one settle per claim token among them).
+BATCH = 500
 
 
 def stale(cutoff: datetime) -> models.QuerySet[FutureJob]:
@@ -46,26 +59,34 @@ def stale(cutoff: datetime) -> models.QuerySet[FutureJob]:
     )
 
 
-def reclaim(job: FutureJob, now: datetime) -> str:
-    """A lost worker's claim (``job`` locked): a failed run, due again at once (``reclaimed``),
-    or past its retries ended ``failed`` (``ended``)."""
-    job.failure_count += 1
+def decide(job: FutureJob, now: datetime) -> tuple[Decision, str]:
+    """What becomes of the stale claim of ``job`` (locked), as a run's result for the settle,
+    and what the rescuer calls it (a key of :func:`rescue`'s answer, or ``failed``)."""
+    if job.run_started_at is None and not job.end_requested:
+        return Decision(job=job, event=Event.HAND_BACK), HANDED_BACK  # never started: nothing charged
+    assert job.reserved_at is not None  # a claim: see rescue()
+    error = f"worker lost: reservation {job.reserved_by} from {job.reserved_at.isoformat()} went stale"
+    if job.end_requested:  # killed or cancelled during the lost run: ends as asked
+        record_error(job, error, now)
+        return Decision(job=job, event=Event.FINISH, outcome=job.end_requested, error=error), ENDED
+    if job.sleep_until is not None:  # slept during the lost run: due when asked
+        record_error(job, error, now)
+        return Decision(job=job, event=Event.SLEEP, next_check_at=job.sleep_until, error=error), SLEPT
+    if not job.reserved_by.startswith(WORKER_TOKEN_PREFIX):  # a tick that died: a person decides
+        record_error(job, error, now)
+        return Decision(job=job, event=Event.BURY, error=error), BURIED
+    # A worker renews its leases while it lives: its stale claim means it is gone. A failed run,
+    # judged by the retry policy of any failed run; retried, it is due again at once (its own
+    # code did not fail, its worker did).
+    decision = failure(Decision(job=job, event=Event.RECLAIM), definition_of(job), error, now)
     try:
         get_kind(job.kind).after_lost_run(job, now)
     except PrescientError:
         pass
-    definition = definition_of(job)
-    retries = definition.retries_allowed if definition is not None else int(setting("MAX_RETRIES"))
-    if job.failure_count > retries:
-        states.target(job, Event.FINISH)
-        store.end_job(job, Outcome.FAILED, now)
-        store.count_rescue(job, "failed")
-        logger.warning("job id=%s failed: its worker was lost too often", job.pk)
-        return ENDED
-    store.clear_reservation(job, states.target(job, Event.RECLAIM))
-    store.count_rescue(job, "reclaimed")
-    logger.warning("job id=%s reclaimed from a lost worker; due again", job.pk)
-    return RECLAIMED
+    if decision.event == Event.RETRY:
+        decision.event, decision.next_check_at = Event.RECLAIM, None
+        return decision, RECLAIMED
+    return decision, "failed"
 
 
 def rescue(now: datetime) -> Counter[str]:
@@ -75,47 +96,40 @@ def rescue(now: datetime) -> Counter[str]:
     A claim is stale when its lease (see :func:`~prescient.engine.sweep.lease_seconds`) ran
     out by the database's clock; ``now`` only dates what is written (errors, history rows), so
     a replay's ``now`` cannot take a live claim away. A claim whose run never started is handed
-    back, with no failure counted.
+    back, with no failure counted. Each stale claim becomes a run's result (a
+    :class:`~prescient.engine.decisions.Decision`) settled as any run's is, in batches
+    (:func:`prescient.engine.store.settle`).
     """
     clock = store.db_now()
     cutoff = clock - timedelta(seconds=stale_after_seconds())
     moved: Counter[str] = Counter()
-    for pk in list(stale(cutoff).values_list("pk", flat=True)):
-        with transaction.atomic():
-            job = FutureJob.objects.select_for_update().filter(pk=pk).first()
-            if job is None or not job.in_flight or job.reserved_at is None:
+    pks = sorted(stale(cutoff).values_list("pk", flat=True))
+    for start in range(0, len(pks), BATCH):
+        moved.update(_rescue_batch(pks[start:start + BATCH], clock, now))
+    return moved
+
+
+def _rescue_batch(pks: list[int], clock: datetime, now: datetime) -> Counter[str]:
+    moved: Counter[str] = Counter()
+    with transaction.atomic():
+        store.links.lock_workflows_of_children(pks)  # before the job rows, as a settle takes them
+        by_token: defaultdict[str, list[Decision]] = defaultdict(list)
+        actions: list[tuple[FutureJob, str]] = []
+        for job in FutureJob.objects.select_for_update().filter(pk__in=pks).order_by("pk"):
+            if not job.in_flight or job.reserved_at is None:
                 continue
             if job.reserved_at >= clock - timedelta(seconds=lease_seconds(job)):
                 continue  # a long-running job's own lease has not run out
-            if job.run_started_at is None and not job.end_requested:
-                store.clear_reservation(job, states.target(job, Event.HAND_BACK))
-                store.count_rescue(job, "handed_back")
-                moved[HANDED_BACK] += 1
-                logger.warning("job id=%s handed back: its claim %s went stale before it started", pk, job.reserved_by)
-                continue
-            error = f"worker lost: reservation {job.reserved_by} from {job.reserved_at.isoformat()} went stale"
-            record_error(job, error, now)
-            if job.end_requested:
-                states.target(job, Event.FINISH)
-                store.end_job(job, job.end_requested, now)
-                store.count_rescue(job, "ended")
-                moved[ENDED] += 1
-                logger.warning("job id=%s ended %s: %s", job.pk, job.end_requested, error)
-                continue
-            if job.sleep_until is not None:  # slept during the lost run: due when asked
-                job.next_check_at = job.sleep_until
-                store.clear_reservation(job, states.target(job, Event.SLEEP))
-                store.count_rescue(job, "slept")
-                moved[SLEPT] += 1
-                logger.warning("job id=%s slept: %s", job.pk, error)
-                continue
-            if job.reserved_by.startswith(WORKER_TOKEN_PREFIX):
-                moved[reclaim(job, now)] += 1
-                continue
-            store.clear_reservation(job, states.target(job, Event.BURY))
-            store.count_rescue(job, "buried")
-            moved[BURIED] += 1
-            logger.warning("job id=%s buried: %s", job.pk, error)
+            decision, action = decide(job, now)
+            by_token[job.reserved_by].append(decision)
+            actions.append((job, action))
+            moved[ENDED if action == "failed" else action] += 1
+            logger.warning("job id=%s %s: claim %s went stale%s", job.pk, action, job.reserved_by,
+                           f" ({decision.error})" if decision.error else "")
+        summary = TickSummary()
+        for token, decisions in by_token.items():
+            store.settle(decisions, token, now, summary)
+        store.count_rescues(actions)
     return moved
 
 

@@ -33,6 +33,8 @@ from prescient.engine import store, sweep
 from prescient.engine.decisions import Decision, TickSummary
 from prescient.models import FutureJob
 
+from .backoff import Backoff
+
 logger = logging.getLogger("prescient.runtime.worker")
 
 DB_ERRORS = (OperationalError, InterfaceError)
@@ -86,7 +88,8 @@ class ParcelRunner:
         self.prefetch = max(0, int(setting("WORKER_PREFETCH")))
         self.claims = 0
         self.runs = 0
-        self.backoff = 0.0
+        #: A database fault is waited out, nothing charged (at most 5 s between tries).
+        self.backoff = Backoff(f"worker child {prefix}", 0.25, 5.0)
         #: A parcel's results not yet written (a database fault): ``(decisions, token, now)``.
         self.unwritten: tuple[list[Decision], str, datetime] | None = None
 
@@ -101,9 +104,9 @@ class ParcelRunner:
             try:
                 claimed = self._parcel()
             except DB_ERRORS as exc:
-                self._fault(exc)
+                self.backoff.fault(exc)
                 continue
-            self.backoff = 0.0
+            self.backoff.reset()
             if not claimed and not self._wait_for_work():
                 return
         if self.unwritten is not None:
@@ -142,7 +145,7 @@ class ParcelRunner:
             decided = {decision.job.pk for decision in decisions}
             decisions.extend(sweep.hand_back(job) for job in jobs if job.pk not in decided)
             self.unwritten = (decisions, token, now)
-            self._fault(exc)
+            self.backoff.fault(exc)
             return len(jobs)
         finally:
             self.slot.clear()
@@ -162,7 +165,7 @@ class ParcelRunner:
         try:
             store.settle(decisions, token, now, summary)
         except DB_ERRORS as exc:
-            self._fault(exc)
+            self.backoff.fault(exc)
             return False
         self.unwritten = None
         self._tell(("counts", dict(summary.counts)))
@@ -185,14 +188,3 @@ class ParcelRunner:
         except (BrokenPipeError, OSError):
             return False
         return True
-
-    def _fault(self, exc: Exception) -> None:
-        """A database error: close the connections, back off, and go on (nothing is charged)."""
-        self.backoff = min(max(self.backoff * 2, 0.25), 5.0)
-        logger.warning("worker child %s: database error (%s); retrying in %.2fs", self.prefix, exc, self.backoff)
-        for conn in connections.all():
-            try:
-                conn.close()
-            except Exception:
-                pass
-        time.sleep(self.backoff)

@@ -31,7 +31,7 @@ from typing import Any
 from django.db import connections
 
 from prescient.engine import sweep
-from prescient.engine.decisions import Decision
+from prescient.engine.decisions import CHECK_TIMEOUT, RUN_FAILED, Decision
 from prescient.models import FutureJob
 
 from .child import main as child_main
@@ -192,12 +192,14 @@ class Pool:
                 child.process.join(5)
                 charges.extend(self._charge(
                     child, clock(), f"CheckTimeout: the check did not return within its timeout of {timeout:g}s; "
-                    "its process was killed",
+                    "its process was killed", exception_path=CHECK_TIMEOUT,
                 ))
                 self._replace(child)
         return charges
 
-    def _charge(self, child: Child, now: datetime, error: str, *, charge_run: bool = True) -> Charges:
+    def _charge(
+        self, child: Child, now: datetime, error: str, *, charge_run: bool = True, exception_path: str = RUN_FAILED
+    ) -> Charges:
         """The claims ``child`` held when it ended: the run in flight fails (``charge_run``) or is
         handed back; every other job of its claims is handed back."""
         pk, since, _, _ = child.slot.read()
@@ -206,7 +208,7 @@ class Pool:
         for job in FutureJob.objects.filter(reserved_by__startswith=f"{child.prefix}/").order_by("pk"):
             if job.pk == pk and charge_run:
                 logger.error("job id=%s %s (%s)", job.pk, error, job.job_exec)
-                decision = sweep.failed_run(job, error, now, seconds)
+                decision = sweep.failed_run(job, error, now, seconds, exception_path=exception_path)
             else:
                 decision = sweep.hand_back(job)
             by_token.setdefault(job.reserved_by, []).append(decision)

@@ -27,7 +27,7 @@ from django.db import connection
 from prescient import interrupts, slots
 from prescient.conf import setting, stale_after_seconds
 from prescient.engine import store, sweep
-from prescient.engine.decisions import Decision, TickSummary
+from prescient.engine.decisions import CHECK_TIMEOUT, Decision, TickSummary
 from prescient.maintenance import run_due
 from prescient.maintenance.recurring import Producer
 from prescient.models import FutureJob
@@ -99,7 +99,7 @@ class Guard(threading.Thread):
         done = {decision.job.pk for decision in self.decisions}
         unstarted = FutureJob.objects.filter(reserved_by=token).exclude(pk__in=done)
         decisions = [
-            *self.decisions, sweep.failed_run(job, error, self.now, seconds),
+            *self.decisions, sweep.failed_run(job, error, self.now, seconds, exception_path=CHECK_TIMEOUT),
             *(sweep.hand_back(other) for other in unstarted if other.pk != job.pk),
         ]
         store.settle(decisions, token, self.now, TickSummary())
@@ -136,13 +136,14 @@ def tick(now: datetime | None = None, *, batch_size: int | None = None, watchdog
     guard.start()
     decisions: list[Decision] = []
     pacer = sweep.Pacer()
+    ran: set[int] = set()  # each job runs once per tick, however soon its error handler retries it
 
     def watch(token: str, job: FutureJob | None) -> None:
         guard.watch(token, job, decisions)
 
     try:
         while not guard.overran and sweep.sweep_batch(
-            now, size, summary, watch=watch, decisions=decisions, pacer=pacer
+            now, size, summary, watch=watch, decisions=decisions, pacer=pacer, ran=ran
         ):
             decisions = []
     finally:

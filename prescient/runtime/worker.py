@@ -27,7 +27,7 @@ from datetime import datetime
 from types import FrameType
 from typing import Any
 
-from django.db import InterfaceError, OperationalError, connection, connections
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from prescient import slots
@@ -41,6 +41,7 @@ from prescient.maintenance.recurring import Producer
 from prescient.models import FutureJob, Worker
 from prescient.states import State
 
+from .backoff import Backoff
 from .child import drop_broken_connections
 from .listener import Listener
 from .pool import Pool
@@ -109,7 +110,7 @@ class WorkerProcess:
         self.record: Worker | None = None
         self.heartbeat: Heartbeat | None = None
         self._next_heartbeat = 0.0
-        self._backoff = 0.0
+        self._backoff = Backoff(f"worker {self.name}", 0.5, 10.0)
         #: When to wake the idle children (monotonic; inf: not until something happens).
         self._wake_at = 0.0
         #: What the worker must write for children it killed or lost (kept across database faults).
@@ -150,9 +151,9 @@ class WorkerProcess:
             while not self.stopping:
                 try:
                     self._step()
-                    self._backoff = 0.0
+                    self._backoff.reset()
                 except DB_ERRORS as exc:
-                    self._db_fault(exc)
+                    self._backoff.fault(exc)
                 if self.once and self.pool.all_idle and not self.unsettled:
                     break
             self._shut_down()
@@ -186,17 +187,7 @@ class WorkerProcess:
                 if out_of_time:
                     logger.error("worker %s: giving up on the database (%s)", self.name, exc)
                     return None
-                self._db_fault(exc)
-
-    def _db_fault(self, exc: Exception) -> None:
-        self._backoff = min(max(self._backoff * 2, 0.5), 10.0)
-        logger.warning("worker %s: database error (%s); retrying in %.1fs", self.name, exc, self._backoff)
-        for conn in connections.all():
-            try:
-                conn.close()
-            except Exception:
-                pass
-        time.sleep(self._backoff)
+                self._backoff.fault(exc)
 
     def _register(self) -> None:
         now = db_now()

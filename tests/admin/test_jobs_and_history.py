@@ -15,8 +15,9 @@ from django.urls import path
 from django.utils import timezone
 
 import prescient
+from prescient.admin.actions import MAX_SKIP_MESSAGES
 from prescient.admin.history import JobHistoryAdmin
-from prescient.admin.jobs import MAX_SKIP_MESSAGES, FutureJobAdmin
+from prescient.admin.jobs import FutureJobAdmin
 from prescient.admin.workflows import WorkflowAdmin
 from prescient.models import FutureJob, JobHistory, Workflow
 from prescient.states import Outcome, State

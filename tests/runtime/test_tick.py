@@ -209,6 +209,30 @@ def test_exception__is_recorded_retried_next_slot_then_fails(make_thing, registe
     assert "Traceback" in caplog.text and "backend down" in caplog.text
 
 
+def test_a_retry_due_at_once__waits_for_the_next_tick_while_the_others_run(make_thing, register, t0):
+    """An error handler that retries at ``now`` must not keep one tick running the job forever."""
+    from tests.testapp.handlers import retry_now
+
+    runs: list[int] = []
+
+    def boom(thing, job):
+        runs.append(job.pk)
+        raise RuntimeError("backend down")
+
+    register("test.boom", boom, error_handler=retry_now)
+    register("test.fine", lambda thing, job: None)
+    failing = job_for(make_thing(), "test.boom", now=t0)
+    others = [job_for(make_thing(), "test.fine", now=t0) for _ in range(3)]
+    summary = prescient.tick(t0, batch_size=2)
+    assert runs == [failing.pk]  # once, though due again at t0 after each failure
+    assert not FutureJob.objects.filter(pk__in=[job.pk for job in others]).exists()  # all ran
+    job = FutureJob.objects.get()
+    assert (job.pk, job.state, job.failure_count, job.next_check_at) == (failing.pk, State.SCHEDULED, 1, t0)
+    assert summary.counts["completed"] == 3
+    prescient.tick(t0)  # the next tick runs it again, once
+    assert runs == [failing.pk] * 2
+
+
 def test_recent_errors__kept_with_time(make_thing, register, t0):
     register("test.boom", lambda thing, job: 1 / 0)
     job_for(make_thing(), "test.boom", now=t0)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -30,12 +30,14 @@ from prescient.models import FutureJob, Workflow
 from prescient.states import Event, State
 
 from . import links
-from .claims import claim, due_order, renew_leases, start_runs, take_back
-from .ending import end_job, end_jobs, release_waiters, resolve_waiting
+from .claims import claim, renew_leases, start_runs
+from .ending import release_waiters, resolve_waiting
 from .history import prune_history
 from .inserting import ONE_PENDING_JOB, insert, insert_copies, insert_new
+from .jobs import new_job
+from .moves import STOP_CHANNEL, end, move, notify_stop, preview
 from .settle import settle
-from .tallies import count_rescue
+from .tallies import count_rescues
 from .wake import CHANNEL, can_listen, notify
 
 logger = logging.getLogger("prescient.engine")
@@ -107,11 +109,6 @@ def _advisory(function: str, name: str) -> bool:
     return bool(row and row[0])
 
 
-def save(job: FutureJob, fields: Sequence[str] | None = None) -> None:
-    """Write ``fields`` (all by default) of a job the caller holds locked."""
-    job.save(update_fields=None if fields is None else list(fields))
-
-
 # --- workflows ---------------------------------------------------------------------------------
 
 
@@ -161,42 +158,6 @@ def release_workflow(name: str) -> int:
     )
 
 
-def clear_reservation(job: FutureJob, to: str) -> None:
-    """Move a locked job whose claim is over to state ``to`` (scheduled, paused or buried)."""
-    job.last_state = State.SCHEDULED if to == State.PAUSED else ""
-    job.state = to
-    job.reserved_by, job.reserved_at, job.run_started_at = "", None, None
-    job.sleep_until = None
-    job.save()
-
-
-def request_end(job: FutureJob, outcome: str, reason: str) -> None:
-    """Ask a locked job whose run is in flight to end with ``outcome`` once the run returns."""
-    job.end_requested, job.end_reason = outcome, reason
-    job.save(update_fields=["end_requested", "end_reason"])
-    notify_stop()
-
-
-def request_sleep(job: FutureJob, until: datetime) -> None:
-    """Ask a locked job whose run is in flight to be due at ``until`` once the run returns (its
-    result is then discarded)."""
-    job.sleep_until = until
-    job.save(update_fields=["sleep_until"])
-    notify_stop()
-
-
-#: The LISTEN/NOTIFY channel that tells workers a run in flight was asked to stop (PostgreSQL).
-STOP_CHANNEL = "prescient_stop"
-
-
-def notify_stop() -> None:
-    """Tell listening workers that some run in flight was paused, killed or slept: delivered
-    when the caller's transaction commits (PostgreSQL; elsewhere workers poll)."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, '')", [STOP_CHANNEL])
-
-
 def asked_to_stop(reserved_by: str, *, prefix: bool = False) -> list[tuple[str, int]]:
     """``(token, id)`` of the claims of ``reserved_by`` (every token starting with it, with
     ``prefix``) whose runs are asked to stop: paused, killed, cancelled or slept since the claim.
@@ -231,31 +192,27 @@ __all__ = [
     "can_listen",
     "cancel_current_query",
     "claim",
-    "clear_reservation",
-    "count_rescue",
+        "count_rescues",
     "db_now",
-    "due_order",
-    "end_job",
-    "end_jobs",
+    "end",
     "exclusive",
     "insert",
     "insert_copies",
     "insert_new",
     "links",
     "lock_workflow",
+    "move",
+    "new_job",
     "notify",
     "notify_stop",
     "pause_workflow",
+    "preview",
     "prune_history",
     "release_waiters",
     "release_workflow",
     "renew_leases",
-    "request_end",
-    "request_sleep",
     "resolve_waiting",
-    "save",
     "settle",
     "start_runs",
-    "take_back",
     "write_checkpoint",
 ]

@@ -33,13 +33,14 @@ def end_jobs(
     ended: Sequence[tuple[FutureJob, str]], now: datetime, extra: Mapping[int, Mapping[str, Any]] | None = None
 ) -> list[JobHistory]:
     """End each ``(job, outcome)``: its one history row written, its live row deleted, the jobs
-    waiting on it moved on (call in a transaction, with the jobs locked). ``extra``: fields of
+    waiting on it moved on (call in a transaction, with the jobs locked: their ``has_dependants``
+    as stored says whether any may wait on them). ``extra``: fields of
     some history rows, by job id (why a run ended its job). Returns the history rows."""
     extra = extra or {}
     rows = [JobHistory.from_job(job, outcome, now, **extra.get(job.pk, {})) for job, outcome in ended]
     _insert_history(rows)
     bulk.delete_rows(FutureJob, [job.pk for job, _ in ended])
-    release_waiters([job.pk for job, _ in ended], now)
+    release_waiters([job.pk for job, _ in ended if job.has_dependants], now)
     return rows
 
 
@@ -55,7 +56,8 @@ def end_job(job: FutureJob, outcome: str, now: datetime) -> JobHistory:
 
 def release_waiters(parent_pks: Sequence[int], now: datetime) -> int:
     """Move on the waiting children of ``parent_pks``, which have just ended in the caller's
-    transaction; returns how many children moved or ended."""
+    transaction; returns how many children moved or ended. Give only jobs that have dependants
+    (``has_dependants``): the others have no waiters to look for."""
     if not parent_pks:
         return 0
     return resolve_waiting(links.waiting_children(parent_pks), now)

@@ -10,6 +10,9 @@ ends). What a waiting job becomes once parents end (:func:`triage`):
   ``scheduled``, when its workflow is paused);
 - else it goes on waiting.
 
+Only a job marked ``has_dependants`` (set by :func:`add`, in the transaction that links a child
+to it) can have waiters: the store skips these statements for every other job.
+
 Concurrency: the waiting rows are locked (in id order) before their parents are counted, so of
 two transactions ending the last two parents of one child, the second counts after the first
 has committed and sees both gone. Workflow rows are read with a shared lock, as scheduling does,
@@ -34,14 +37,19 @@ CHUNK = 5000
 
 
 def add(child_pks: Sequence[int], parent_pks: Sequence[int], on_parent_failure: str, now: datetime) -> None:
-    """Write the links of new waiting jobs ``child_pks`` to each of ``parent_pks``."""
+    """Write the links of new waiting jobs ``child_pks`` to each of ``parent_pks`` (locked by
+    the caller), and mark the live parents ``has_dependants``: only jobs so marked pay for the
+    link, workflow and waiter statements when they settle or end."""
+    parents = list(dict.fromkeys(parent_pks))
     rows = [
         JobLink(parent_id=parent, child_id=child, on_parent_failure=on_parent_failure, created_at=now)
-        for child in child_pks for parent in dict.fromkeys(parent_pks)
+        for child in child_pks for parent in parents
     ]
     fields = bulk.insert_fields(JobLink)
     for batch in bulk.chunks(rows, bulk.max_rows(fields, 1000)):
         bulk.insert_rows(JobLink, bulk.prep_all(batch, fields, add=True), fields)
+    if rows:
+        FutureJob.objects.filter(bulk.AnyOf(F("pk"), parents), has_dependants=False).update(has_dependants=True)
 
 
 def waiting_children(parent_pks: Iterable[int]) -> QuerySet[FutureJob]:

@@ -21,6 +21,7 @@ from prescient.states import State
 
 from .. import bulk
 from . import insert_new, lock_workflow, notify
+from .jobs import new_job
 
 
 class ProducedElsewhere(Exception):
@@ -97,13 +98,11 @@ def prune_occurrences(before: datetime, limit: int | None = None) -> int:
 
 def _job(schedule: Schedule, due: datetime, now: datetime, paused: bool) -> FutureJob:
     payload = schedule.payload
-    return FutureJob(
+    return new_job(
         kind=schedule.kind, entity_name=schedule.entity_name,
         # No key of its own: each occurrence is a job about no entity (a task), under a fresh key.
         entity_key=schedule.entity_key or uuid.uuid4().hex,
-        job_exec=schedule.job_exec, workflow=schedule.workflow,
-        state=State.PAUSED if paused else State.SCHEDULED, last_state=State.SCHEDULED if paused else "",
-        first_check_at=due, next_check_at=due, created_at=now, queue=schedule.queue,
+        job_exec=schedule.job_exec, workflow=schedule.workflow, paused=paused, due=due, now=now, queue=schedule.queue,
         priority=schedule.priority, payload=dict(payload) if isinstance(payload, dict) else payload,
     )
 

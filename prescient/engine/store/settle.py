@@ -17,9 +17,9 @@ from prescient.models import FutureJob, JobHistory
 from prescient.states import END, Event, Outcome, State
 
 from .. import bulk
-from ..decisions import DISCARDED, HANDED_BACK, SUMMARY_KEY, Decision, TickSummary, record_error
+from ..decisions import DISCARDED, HANDED_BACK, SUMMARY_KEY, Decision, TickSummary, record_error, type_path
 from . import links
-from .ending import _insert_history, end_jobs, release_waiters
+from .ending import _insert_history, end_jobs
 from .tallies import RunTally
 
 logger = logging.getLogger("prescient.engine")
@@ -60,12 +60,37 @@ def settle(decisions: list[Decision], token: str, now: datetime, summary: TickSu
 _REFUSED = (DataError, IntegrityError, ProgrammingError, ValueError)
 
 
+class _Linked(Exception):
+    """Jobs of the batch were given dependants during their runs (their ``has_dependants`` as
+    claimed is stale): the batch is settled again, their children's workflows locked first."""
+
+    def __init__(self, pks: set[int]) -> None:
+        super().__init__(pks)
+        self.pks = pks
+
+
 def _settle_batch(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
+    counts = summary.counts.copy()
+    while True:
+        try:
+            _settle_once(decisions, token, now, summary)
+            return
+        except _Linked as linked:  # rare: a child was scheduled after= a job of this batch while it ran
+            summary.counts = counts.copy()
+            for decision in decisions:
+                if decision.job.pk in linked.pks:
+                    decision.job.has_dependants = True
+
+
+def _settle_once(decisions: list[Decision], token: str, now: datetime, summary: TickSummary) -> None:
     tally = RunTally(now)
     with transaction.atomic(), tally.collecting():
-        # Before any job row: the workflows of the jobs that wait on this batch (see links).
-        links.lock_workflows_of_children([d.job.pk for d in decisions])
         if connection.vendor == "postgresql":
+            # Before any job row: the workflows of the jobs that wait on this batch (see links).
+            # Only jobs with dependants can have any; on SQLite writers are serialised.
+            parents = [d.job.pk for d in decisions if d.job.has_dependants]
+            if parents:
+                links.lock_workflows_of_children(parents)
             rest = _settle_guarded(decisions, token, now, summary, tally)
         else:
             rest = decisions
@@ -86,7 +111,7 @@ def _settle_refused(decision: Decision, token: str, now: datetime, summary: Tick
     record_error(job, error, now)
     job.failure_count += 1
     refused = Decision(job=job, event=Event.FINISH, outcome=Outcome.FAILED, error=error, seconds=decision.seconds,
-                       ran=decision.ran)
+                       ran=decision.ran, exception_path=type_path(exc))
     try:
         _settle_batch([refused], token, now, summary)
     except _REFUSED:  # pragma: no cover - the row as it was is storable; left to the rescuer
@@ -114,7 +139,8 @@ def _settle_guarded(
     no end requested (as it was claimed) moves as the transition table says for ``running``:
     one ``DELETE … RETURNING`` (its history row is made from the row deleted) and one
     ``UPDATE`` for the rest, each guarded by those same conditions. A job the guard turns away
-    (paused, killed or buried meanwhile) is settled by :func:`_settle_locked`.
+    (paused, killed or buried meanwhile) is settled by :func:`_settle_locked`, and so is a job
+    that ends with dependants (its waiters are moved on there), or that was given some since.
     """
     finishing: dict[int, Decision] = {}
     moving: list[tuple[FutureJob, Decision]] = []
@@ -132,7 +158,7 @@ def _settle_guarded(
                 to = states.target(job, decision.event)
             except InvalidTransition:
                 pass  # _settle_locked reports it
-        if to == END:
+        if to == END and not job.has_dependants:  # a job with dependants ends through _settle_locked
             finishing[job.pk] = decision
         elif to == State.SCHEDULED:
             moved = copy.copy(job)
@@ -148,14 +174,14 @@ def _settle_guarded(
     guard = {"reserved_by": token, "state": State.RUNNING.value, "end_requested": "", "sleep_until": None}
     if finishing:
         history: list[JobHistory] = []
-        for job in bulk.delete_returning(FutureJob, list(finishing), guard):
+        # Only rows that still have no dependants: one given some during its run is turned away.
+        for job in bulk.delete_returning(FutureJob, list(finishing), {**guard, "has_dependants": False}):
             decision = finishing.pop(job.pk)
             _count_run(job, decision)
             history.append(JobHistory.from_job(job, decision.outcome, now, **_why(decision)))
             summary.counts[decision.outcome] += 1
             _settled(job, decision.outcome, decision, tally)
-        _insert_history(history)
-        release_waiters([row.job_id for row in history], now)
+        _insert_history(history)  # no waiters to release: these jobs have no dependants
         rest.extend(finishing.values())
     if moving:
         hit = set(bulk.update_rows(FutureJob, [job for job, _ in moving], _SETTLE_FIELDS, guard=guard))
@@ -173,6 +199,11 @@ def _settle_locked(
 ) -> None:
     """Settle each decision against its row as it is now, read and locked (call in a transaction)."""
     current = _lock_reserved([d.job.pk for d in decisions], token)
+    if connection.vendor == "postgresql":
+        claimed = {d.job.pk: d.job.has_dependants for d in decisions}
+        linked = {pk for pk, job in current.items() if job.has_dependants and not claimed[pk]}
+        if linked:  # their children's workflows were not locked before the job rows: start again
+            raise _Linked(linked)
     ended: list[tuple[FutureJob, str]] = []
     why: dict[int, dict[str, Any]] = {}
     updated: list[FutureJob] = []
@@ -229,11 +260,13 @@ def _lock_reserved(pks: list[int], token: str) -> dict[int, FutureJob]:
 
 
 def _why(decision: Decision) -> dict[str, Any]:
-    """What the history row of a job that ``decision`` ends keeps of why (its ``reason`` and,
-    for a horizon, the time asked for)."""
+    """What the history row of a job that ``decision`` ends keeps of why (its ``reason``; for a
+    horizon, the time asked for; for a failure, its exception's class and traceback)."""
     why: dict[str, Any] = {"reason": decision.reason} if decision.reason else {}
     if decision.asked_check_at is not None:
         why["asked_check_at"] = decision.asked_check_at
+    if decision.exception_path:
+        why["exception_class_path"], why["traceback"] = decision.exception_path, decision.traceback
     return why
 
 

@@ -109,6 +109,7 @@ def count_endings(rows: Iterable[JobHistory]) -> None:
         add(counts)
 
 
-def count_rescue(job: FutureJob, action: str) -> None:
-    """Count a stale claim the rescuer dealt with: ``reclaimed``, ``handed_back``, ``buried`` ..."""
-    add({(job.job_exec, job.queue, f"rescues:{action}"): 1.0})
+def count_rescues(rescued: Iterable[tuple[FutureJob, str]]) -> None:
+    """Count the stale claims the rescuer dealt with, each ``(job, action)``: ``reclaimed``,
+    ``handed_back``, ``buried``, ``slept``, ``ended`` or ``failed`` (one statement)."""
+    add(Counter((job.job_exec, job.queue, f"rescues:{action}") for job, action in rescued))

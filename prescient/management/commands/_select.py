@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from prescient import states
 from prescient.checks import get_check
-from prescient.engine import workflows
+from prescient.engine import store, workflows
 from prescient.exceptions import JobNotFound, PrescientError, UnknownCheck, closest, did_you_mean
 from prescient.models import FutureJob
 from prescient.states import State
@@ -149,7 +149,7 @@ class JobsCommand(ExamplesCommand):
 
     def preview(self, job: FutureJob, options: dict[str, Any]) -> str:
         """The state ``job`` would move to (or the outcome it would end with)."""
-        to = states.target(job, self.event)
+        to = store.preview(job, self.event)  # read from the table, nothing written
         return (self.ends_as or "ended") if to == states.END else str(to)
 
     # --- selection ---------------------------------------------------------------------------
