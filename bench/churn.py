@@ -119,7 +119,8 @@ def measure(res: Any, sizes: dict[str, Any], S: ModuleType) -> None:
     res.add("churn.dead_rows_upkept", dead_after)
     res.add("churn.autovacuums", autovacuums_after - autovacuums_before)
     S.log(f"churn: {passed:,} jobs passed at {passed / churn_seconds:,.0f}/s; {dead:,} dead rows left, "
-          f"{autovacuums_after - autovacuums_before} autovacuum runs meanwhile; idle query {idle_drained * 1e6:.0f} us; "
+          f"{autovacuums_after - autovacuums_before} autovacuum runs meanwhile; "
+          f"idle query {idle_drained * 1e6:.0f} us; "
           f"upkeep pass {upkeep}, {dead_after:,} dead rows left; end: idle query {idle_end * 1e6:.0f} us, "
           f"sweep {sweep_end:,.0f}/s")
     S.clear_jobs()

@@ -161,7 +161,8 @@ def _local_survey_statement(db: BaseDatabaseWrapper, due_at: datetime, cutoff: d
         # predicate of a partial index makes SQLite plan the statement anew at each run.
         kept = set(now_at) | set(cutoff_at)
         sql = pieces[0] + "".join(
-            ("%s" if i in kept else _literal(param)) + piece for i, (param, piece) in enumerate(zip(params, pieces[1:]))
+            ("%s" if i in kept else _literal(param)) + piece
+            for i, (param, piece) in enumerate(zip(params, pieces[1:], strict=True))
         )
         now_at = [sorted(kept).index(i) for i in now_at]
         cutoff_at = [sorted(kept).index(i) for i in cutoff_at]

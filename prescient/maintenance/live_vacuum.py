@@ -11,8 +11,9 @@ This duty reads the table's dead and live row counts from PostgreSQL's statistic
 query every :attr:`LiveTableVacuum.interval` seconds of a process's life: at a worker's
 heartbeat pass, or in a host process that calls ``tick()`` again and again; a tick from cron
 that lives for less leaves its drains to autovacuum) and, when a drain left at least
-:data:`MIN_DEAD_ROWS` dead rows and more than :data:`DEAD_FRACTION` of the table, runs ``VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON)`` on it. Bounded: one process at a time (the
-duty's advisory lock); never while autovacuum (or anyone else) is vacuuming it (``SKIP_LOCKED``:
+:data:`MIN_DEAD_ROWS` dead rows and more than :data:`DEAD_FRACTION` of the table, runs
+``VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON)`` on it. Bounded: one process at a time (the duty's
+advisory lock); never while autovacuum (or anyone else) is vacuuming it (``SKIP_LOCKED``:
 it skips rather than waits); and only when the dead rows are a large part of the table, so the
 vacuum's cost (a pass over the table and its indexes) is paid for by the rows it clears.
 Nothing is rewritten or locked against the sweep: ``VACUUM`` takes no lock that blocks
