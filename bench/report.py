@@ -48,8 +48,9 @@ def full_tables(results: dict[str, Any]) -> str:
 
 
 def summary_table(results: dict[str, Any]) -> str:
-    """The figures that have a target (PostgreSQL), with the figure they are compared with."""
-    rows = [row for row in results["figures"] if row["db"] == "postgresql" and row["met"] is not None]
+    """The figures that have a target (PostgreSQL's, then SQLite's), with the figure they are
+    compared with."""
+    rows = [row for db in NAMES for row in results["figures"] if row["db"] == db and row["met"] is not None]
     met = sum(1 for row in rows if row["met"])
     lines = [
         machine_line(results).replace("One run", "The targets of one run", 1),
@@ -59,7 +60,8 @@ def summary_table(results: dict[str, Any]) -> str:
     ]
     for row in rows:
         ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}x"
-        lines.append(f"| {row['label']} | {fmt(row['median'], row['unit'])} | {ratio} | {target_text(row)} | "
+        label = row["label"] if row["db"] == "postgresql" else f"SQLite: {row['label']}"
+        lines.append(f"| {label} | {fmt(row['median'], row['unit'])} | {ratio} | {target_text(row)} | "
                      f"{'met' if row['met'] else 'missed'} |")
     lines += ["", f"{met} of {len(rows)} targets met."]
     return "\n".join(lines)
