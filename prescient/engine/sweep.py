@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from django.db import connection, connections
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
@@ -69,7 +69,8 @@ def survey(now: datetime | None = None) -> Survey:
     This is all an idle tick costs, however many jobs are pending.
     """
     stale_after = timedelta(seconds=stale_after_seconds())
-    if connection.vendor == "postgresql":
+    db = connections[DEFAULT_DB_ALIAS]  # the connection itself, not its proxy: looked up once
+    if db.vendor == "postgresql":
         sql, params = _survey_statement(now, stale_after)
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -78,7 +79,6 @@ def survey(now: datetime | None = None) -> Survey:
         clock = row[2] if row[2].tzinfo is not None else row[2].replace(tzinfo=UTC)
         return Survey(bool(row[0]), bool(row[1]), clock, bool(row[3]))
     clock = store.db_now()  # the host's, where the database runs on this host (no query)
-    db = connections[connection.alias]  # the connection itself, not its proxy: looked up once
     sql, params = _local_survey_statement(db, clock if now is None else now, clock - stale_after)
     with db.cursor() as cursor:
         cursor.execute(sql, params)
@@ -144,14 +144,13 @@ def _local_survey_statement(db: BaseDatabaseWrapper, due_at: datetime, cutoff: d
     times more than SQLite takes to answer them from their indexes), its constants inlined and
     its columns unqualified (each sub-query reads one table; Django's SQLite cursor rewrites the
     placeholders of the whole text at each run, and that rewrite was a fifth of the cost)."""
-    field = FutureJob._meta.get_field("next_check_at")
+    adapt = db.ops.adapt_datetimefield_value  # the times are aware datetimes: no field's checks needed
     cached = _local_cache.get(db.alias)
     if cached is None:
         sql, params = _survey_sql(_NOW_MARK, _CUTOFF_MARK)
         for model in (FutureJob, Schedule):
             sql = sql.replace(f"{db.ops.quote_name(model._meta.db_table)}.", "")
-        marked_now = field.get_db_prep_value(_NOW_MARK, db)
-        marked_cutoff = field.get_db_prep_value(_CUTOFF_MARK, db)
+        marked_now, marked_cutoff = adapt(_NOW_MARK), adapt(_CUTOFF_MARK)
         now_at = [i for i, p in enumerate(params) if p == marked_now]
         cutoff_at = [i for i, p in enumerate(params) if p == marked_cutoff]
         pieces = sql.split("%s")
@@ -170,7 +169,7 @@ def _local_survey_statement(db: BaseDatabaseWrapper, due_at: datetime, cutoff: d
         cached = _local_cache[db.alias] = (sql, params, now_at, cutoff_at)
     sql, params, now_indexes, cutoff_indexes = cached
     params = list(params)
-    due_value, cutoff_value = field.get_db_prep_value(due_at, db), field.get_db_prep_value(cutoff, db)
+    due_value, cutoff_value = adapt(due_at), adapt(cutoff)
     for index in now_indexes:  # due jobs, due schedules
         params[index] = due_value
     for index in cutoff_indexes:
