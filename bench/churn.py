@@ -74,7 +74,7 @@ def measure(res: Any, sizes: dict[str, Any], S: ModuleType) -> None:
     total, count, reps = sizes["churn"], sizes["sweep"], sizes["idle_reps"]
     if S.q("SHOW autovacuum")[0][0] != "on":
         S.log("churn: this server runs with autovacuum = off, so migration 0010's settings cannot act: "
-              "expect dead rows to pile up and the end figures to fall behind the start")
+              "only the live_vacuum duty clears the live table (at the agents' ticks and the upkeep pass)")
     rounds = max(1, min(20, total // count))
     per_round = total // rounds
     S.ensure_items(max(per_round, count))
