@@ -10,7 +10,9 @@ it looks each job's kind up (:mod:`prescient.engine.kind`).
 
 from __future__ import annotations
 
+import functools
 import os
+import sqlite3
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -81,10 +83,24 @@ def survey(now: datetime | None = None) -> Survey:
     clock = store.db_now()  # the host's, where the database runs on this host (no query)
     sql, params = _local_survey_statement(db, clock if now is None else now, clock - stale_after)
     with db.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
+        if db.vendor == "sqlite" and not (db.queries_logged or db.execute_wrappers):
+            # Django's SQLite cursor turns %s into ? in the whole text at every call: a quarter
+            # of what this query costs. Its ? form is made once; where Django logs queries or
+            # wraps their execution (DEBUG, tests counting queries), it goes through Django's.
+            with db.wrap_database_errors:
+                row = sqlite3.Cursor.execute(cursor.cursor, _qmark(sql), params).fetchone()
+        else:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
     assert row is not None
     return Survey(bool(row[0]), bool(row[1]), clock, bool(row[2]))
+
+
+@functools.cache
+def _qmark(sql: str) -> str:
+    """``sql`` with sqlite3's placeholders (``?``) for Django's (``%s``), as Django's SQLite cursor
+    writes it."""
+    return sql.replace("%s", "?").replace("%%", "%")
 
 
 def _survey_sql(due_at: Any, cutoff: Any, clock_sql: str = "") -> tuple[str, list[Any]]:

@@ -61,3 +61,14 @@ def test_the_survey__compiled_once__still_takes_each_calls_times(make_job, t0):
     assert sweep.survey(t0 - timedelta(seconds=1)).due is False  # compiled here, then reused
     assert sweep.survey(t0).due is True
     assert sweep.survey(t0 - timedelta(seconds=1)).due is False
+
+
+def test_the_survey__gives_the_same_answer_whether_django_logs_its_query_or_not(make_job, t0):
+    from django.test.utils import CaptureQueriesContext
+
+    make_job(next_check_at=t0)
+    quiet = sweep.survey(t0)  # on SQLite: sqlite3's own cursor, the ? form made once
+    with CaptureQueriesContext(connection) as logged:
+        seen = sweep.survey(t0)
+    assert len(logged) == 1  # the query log sees it as one query
+    assert seen[:2] == quiet[:2] == (True, False) and seen.recurring is quiet.recurring is False
