@@ -48,18 +48,19 @@ def full_tables(results: dict[str, Any]) -> str:
 
 
 def summary_table(results: dict[str, Any]) -> str:
-    """The figures that have a target (PostgreSQL's, then SQLite's), with what they are compared with."""
+    """The figures that have a target (PostgreSQL's, then SQLite's), with the figure they are
+    compared with."""
     rows = [row for db in NAMES for row in results["figures"] if row["db"] == db and row["met"] is not None]
     met = sum(1 for row in rows if row["met"])
     lines = [
         machine_line(results).replace("One run", "The targets of one run", 1),
         "",
-        "| figure | median | ratio | target | |",
+        "| figure (PostgreSQL) | median | ratio | target | |",
         "|---|---|---|---|---|",
     ]
     for row in rows:
         ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}x"
-        label = row["label"] if row["db"] == "postgresql" else f"{row['label']} ({NAMES[row['db']]})"
+        label = row["label"] if row["db"] == "postgresql" else f"SQLite: {row['label']}"
         lines.append(f"| {label} | {fmt(row['median'], row['unit'])} | {ratio} | {target_text(row)} | "
                      f"{'met' if row['met'] else 'missed'} |")
     lines += ["", f"{met} of {len(rows)} targets met."]

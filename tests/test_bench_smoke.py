@@ -84,7 +84,7 @@ def assert_every_figure(results: dict, db: str, sections: tuple[str, ...]) -> No
         assert row["median"] >= 0, key
         if row["baseline"] and section(row["baseline"]) in sections:  # a baseline measured in this run
             assert row["ratio"] is not None, key
-        if row["target"] and db == "postgresql":
+        if row["target"] and (db == "postgresql" or row.get("own_target")):  # SQLite: its own targets
             assert row["met"] in (True, False), key
 
 
@@ -121,3 +121,16 @@ def test_bench_quick__gives_every_quick_figure_on_both_databases(tmp_path):
 def test_bench_tiny__postgresql_gives_every_figure_quick_leaves_out(tmp_path):
     results = run_bench(tmp_path, "tiny", "--database-url", scratch_url(), "--no-sqlite", "--only", ",".join(NOT_QUICK))
     assert_every_figure(results, "postgresql", NOT_QUICK)
+
+
+def test_sqlite_rows__are_judged_by_sqlites_own_targets():
+    from bench.run import summarise, target_text
+
+    values = {"raw.claim_idle": [1e-5], "idle.due_query": [6e-5], "raw.sweep": [100_000.0], "sweep.tick": [5_000.0],
+              "idle.claim": [3e-4]}
+    rows = {row["key"]: row for row in summarise("sqlite", values, SIZES["tiny"])}
+    assert rows["idle.due_query"]["target"] == ["<=", 5.0, "ratio"]
+    assert rows["idle.due_query"]["met"] is False  # 6x the raw query
+    assert target_text(rows["idle.due_query"]) == "<= 5x raw"
+    assert rows["sweep.tick"]["met"] is True  # 0.05x the raw sweep, against 0.03x
+    assert rows["idle.claim"]["met"] is None and target_text(rows["idle.claim"]) == ""

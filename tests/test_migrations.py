@@ -7,6 +7,8 @@ import importlib
 import pytest
 from django.db import connection
 
+from tests.conftest import on_postgres
+
 pytestmark = pytest.mark.django_db
 
 autovacuum = importlib.import_module("prescient.migrations.0010_queue_autovacuum")
@@ -92,3 +94,42 @@ def test_the_dependants_migration__marks_the_live_parents_of_existing_links(tran
     from prescient.models import FutureJob
 
     assert dict(FutureJob.objects.values_list("pk", "has_dependants")) == {parent: True, alone: False, child: False}
+
+
+def index_columns(table):
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, table)
+    return {name: c["columns"] for name, c in constraints.items() if c["index"]}
+
+
+SURVEY_INDEXES = {
+    "prescient_job_due": ("prescient_futurejob", ["next_check_at", "id"], "state"),
+    "prescient_job_in_flight": ("prescient_futurejob", ["reserved_at"], "reserved_by"),
+    "prescient_schedule_due": ("prescient_schedule", ["due_at", "id"], "paused_at"),
+}
+
+
+def survey_index_columns():
+    return {name: index_columns(table)[name] for name, (table, _, _) in SURVEY_INDEXES.items()}
+
+
+@pytest.mark.skipif(on_postgres(), reason="SQLite only")
+def test_on_sqlite__the_surveys_indexes_cover_their_conditions_column():
+    assert survey_index_columns() == {name: [*cols, added] for name, (_, cols, added) in SURVEY_INDEXES.items()}
+
+
+def test_the_covering_migration__builds_the_models_indexes_again_when_reversed(transactional_db):
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate([("prescient", "0016_expectations")])
+        assert survey_index_columns() == {name: cols for name, (_, cols, _) in SURVEY_INDEXES.items()}
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes("prescient"))
+    covered = connection.vendor == "sqlite"
+    assert survey_index_columns() == {
+        name: [*cols, added] if covered else cols for name, (_, cols, added) in SURVEY_INDEXES.items()
+    }

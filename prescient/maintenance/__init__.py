@@ -15,7 +15,8 @@ running workers never delete side by side.
 Built in: :mod:`.rescuer` (stale claims: reclaimed or buried), :mod:`.waiters` (waiting jobs
 whose parents ended but were missed), :mod:`.worker_pruner` (rows of workers stopped long
 ago), :mod:`.history_pruner` (history rows past their retention) and :mod:`.recurring`
-(recurring schedules' occurrences and declarations). A new duty is a new module registered
+(recurring schedules' occurrences and declarations) and, on PostgreSQL, :mod:`.live_vacuum`
+(the live table vacuumed after a large drain). A new duty is a new module registered
 with :func:`register`.
 """
 
@@ -90,12 +91,13 @@ def registered_services() -> Iterator[Service]:
 
 def register_builtin() -> None:
     from .history_pruner import HistoryPruner
+    from .live_vacuum import LiveTableVacuum
     from .recurring import Declarations, OccurrencePruner, Producer
     from .rescuer import Rescuer
     from .waiters import WaiterRepair
     from .worker_pruner import WorkerPruner
 
-    builtin = (Rescuer(), WaiterRepair(), WorkerPruner(), HistoryPruner())
+    builtin = (Rescuer(), WaiterRepair(), WorkerPruner(), HistoryPruner(), LiveTableVacuum())
     for service in (*builtin, Producer(), Declarations(), OccurrencePruner()):
         if service.name not in _services:
             register(service)
