@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Max, Min
+from django.db.models import Count, Max, Min, Q
 
 from .clock import db_now
 from .conf import stale_after_seconds
@@ -60,7 +60,11 @@ def expectations(now: datetime) -> list[ExpectationInfo]:
     if not declared:
         return []
     pending: dict[str, int] = {}
-    for row in FutureJob.objects.filter(kind=KIND).order_by().values("job_exec").annotate(n=Count("id")):
+    # Each by its model and name: a range of the one-pending-job index, not a scan of the table.
+    ours = Q()
+    for entry in declared:
+        ours |= Q(entity_name=entry.model_label, job_exec=entry.name)
+    for row in FutureJob.objects.filter(ours, kind=KIND).order_by().values("job_exec").annotate(n=Count("id")):
         pending[row["job_exec"]] = row["n"]
     ended: dict[tuple[str, str], int] = {}
     rows = JobHistory.objects.filter(
