@@ -10,16 +10,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-import django
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
+from prescient.admin.confirm import confirmation_page
 from prescient.admin.display import AdminMixinBase
 from prescient.admin.sleep import sleep_jobs
 from prescient.engine import verbs as services
@@ -28,9 +26,6 @@ from prescient.models import FutureJob
 
 #: Per action, at most this many "skipped" messages; the rest are counted in one more message.
 MAX_SKIP_MESSAGES = 10
-#: Jobs listed on the kill confirmation page.
-KILL_PREVIEW = 50
-
 
 def describe(job: FutureJob) -> str:
     return gettext("job %(id)s (%(check)s for %(name)s#%(key)s)") % {
@@ -159,26 +154,11 @@ class JobActionsMixin(AdminMixinBase):
                 return None
         else:
             form = KillForm()
-        total = queryset.count()
-        jobs = list(queryset[:KILL_PREVIEW])
-        context = {
-            **self.admin_site.each_context(request),
-            "title": ngettext("Kill a job", "Kill %(count)d jobs", total) % {"count": total},
-            "opts": self.opts,
-            "form": form,
-            "jobs": jobs,
-            "total": total,
-            "more": max(total - len(jobs), 0),
-            "action": "kill_jobs",
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-            "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
-            "select_across": request.POST.get("select_across") in ("1", "True", "true", "on"),
-            "back_url": request.get_full_path(),
-            # Django 6 draws breadcrumbs as a list, 5.2 as a div.
-            "breadcrumbs_as_list": django.VERSION >= (6, 0),
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, "prescient/admin/kill_confirmation.html", context)
+        return confirmation_page(
+            self, request, queryset, form=form, action="kill_jobs",
+            title=lambda total: ngettext("Kill a job", "Kill %(count)d jobs", total) % {"count": total},
+            template="prescient/admin/kill_confirmation.html",
+        )
 
     def _kill(self, request: HttpRequest, queryset: QuerySet[FutureJob], reason: str) -> None:
         logged = gettext("Killed from the admin: %(reason)s") % {"reason": reason}

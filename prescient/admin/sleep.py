@@ -5,22 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import django
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
+from prescient.admin.confirm import confirmation_page
 from prescient.engine import verbs as services
 from prescient.models import FutureJob
-
-#: Jobs listed on the form (the rest are counted).
-PREVIEW = 50
 
 
 class SleepForm(forms.Form):
@@ -72,23 +67,8 @@ def sleep_jobs(modeladmin: Any, request: HttpRequest, queryset: QuerySet[FutureJ
             return None
     else:
         form = SleepForm()
-    total = queryset.count()
-    jobs = list(queryset[:PREVIEW])
-    context = {
-        **modeladmin.admin_site.each_context(request),
-        "title": ngettext("Sleep a job", "Sleep %(count)d jobs", total) % {"count": total},
-        "opts": modeladmin.opts,
-        "form": form,
-        "jobs": jobs,
-        "total": total,
-        "more": max(total - len(jobs), 0),
-        "action": "sleep_jobs",
-        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-        "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
-        "select_across": request.POST.get("select_across") in ("1", "True", "true", "on"),
-        "back_url": request.get_full_path(),
-        # Django 6 draws breadcrumbs as a list, 5.2 as a div.
-        "breadcrumbs_as_list": django.VERSION >= (6, 0),
-    }
-    request.current_app = modeladmin.admin_site.name
-    return TemplateResponse(request, "prescient/admin/sleep_confirmation.html", context)
+    return confirmation_page(
+        modeladmin, request, queryset, form=form, action="sleep_jobs",
+        title=lambda total: ngettext("Sleep a job", "Sleep %(count)d jobs", total) % {"count": total},
+        template="prescient/admin/sleep_confirmation.html",
+    )
