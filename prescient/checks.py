@@ -27,12 +27,12 @@ CheckFunc = Callable[[Any, "FutureJob"], CheckResult]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Release:
-    """The type of :data:`RELEASE`."""
+class Released:
+    """The type of :data:`RELEASE` (raising :class:`prescient.Release` does the same)."""
 
-    _instance: Release | None = None
+    _instance: Released | None = None
 
-    def __new__(cls) -> Release:  # one value, also across pickling to and from a child process
+    def __new__(cls) -> Released:  # one value, also across pickling to and from a child process
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -46,7 +46,7 @@ class Release:
 
 #: What a check returns to hand its claim back (Metafora's Release): no run, failure or check is
 #: counted, and the job is due again at the next slot (a paused job stays paused).
-RELEASE = Release()
+RELEASE = Released()
 
 
 @dataclass(frozen=True)

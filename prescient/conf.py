@@ -47,6 +47,9 @@ DEFAULTS: dict[str, Any] = {
     "CHILD_MEMORY_MB": None,
     # prescient_worker: runs after which a child is replaced by a fresh one (None: never).
     "CHILD_MAX_RUNS": None,
+    # prescient_worker: a job whose runs killed their process (os._exit, a segfault, the memory
+    # cap) this many times in a row is buried, for a person to decide, not run again.
+    "MAX_CRASHES": 3,
     # Days a JobHistory row is kept after its job finished, per outcome ("*": every outcome not
     # named; an outcome that is absent without "*", or given None, is kept forever). None: every
     # row is kept forever. Pruned by the upkeep service history_pruner and prescient_prune.
@@ -228,6 +231,7 @@ RULES: dict[str, Rule | Callable[[str, Any], list[Problem]]] = {
         MIN_CHILD_MEMORY_MB, 16 * 1024 * 1024, diagnostics.WORKER_LIMITS.id, none="no limit"
     ),
     "CHILD_MAX_RUNS": whole(1, 1_000_000_000, diagnostics.WORKER_LIMITS.id, none="never replaced"),
+    "MAX_CRASHES": whole(1, 1_000, diagnostics.WORKER_LIMITS.id),
     "HISTORY_RETENTION_DAYS": _retention,
     # Each calendar's contents are checked by prescient.calendars (diagnostics.CALENDAR_MALFORMED).
     "CALENDARS": Rule(

@@ -119,6 +119,37 @@ class RunFailed(PrescientError):
     """
 
 
+class ChildDied(RunFailed):
+    """A run whose process ended under it (``os._exit``, a segfault, the memory cap, a kill from
+    outside): charged as a failed run; :data:`MAX_CRASHES <prescient.conf.DEFAULTS>` of them in a
+    row bury the job."""
+
+
+class Release(PrescientError):
+    """Raised by a job's own code (a check, a task, an expectation's handler) to hand its claim
+    back uncharged, as returning :data:`prescient.RELEASE` does (Metafora's Release): no run,
+    failure or check is counted, and the job is due again at the next slot (a paused job stays
+    paused). ``reason`` is logged.
+
+        if carrier.is_down():
+            raise prescient.Release("the carrier's API is down")
+    """
+
+    def __init__(self, reason: str = "") -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class Interrupted(BaseException):
+    """Raised inside a run by an operator's signal (Ctrl-C, SIGTERM) to a tick: the run is handed
+    back uncharged and the process stops. Never raised by a job's own code (a job that raises
+    KeyboardInterrupt or SystemExit has a failed run, as for any exception)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(signum)
+
+
 class CheckTimeout(BaseException):
     """Raised inside a check that ran past its timeout.
 

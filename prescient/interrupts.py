@@ -13,12 +13,23 @@ Nothing here reads the database or the clock; it imports nothing of prescient.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 _lock = threading.Lock()
 _asked: set[tuple[str, int]] = set()
 #: Set when every run of the process is asked to stop.
 _everything = threading.Event()
+
+
+class _Operator:
+    #: The signal with which an operator stopped this process (0: none).
+    signum = 0
+    #: Whether the main thread is inside a job's own code (see :func:`interruptible`).
+    in_run = False
+
+
+_operator = _Operator()
 
 
 def ask(token: str, pks: Iterable[int]) -> None:
@@ -53,8 +64,37 @@ def forget(token: str) -> None:
             _asked.discard(entry)
 
 
+def stop_by_operator(signum: int) -> bool:
+    """An operator's signal (Ctrl-C, SIGTERM) stops this process: every run is asked to stop.
+    Returns whether the main thread is inside a job's own code at this instant (a signal
+    handler then raises :class:`~prescient.exceptions.Interrupted` there, to hand that run back)."""
+    _operator.signum = _operator.signum or signum
+    _everything.set()
+    return _operator.in_run
+
+
+def operator_signal() -> int:
+    """The signal with which an operator stopped this process, or 0."""
+    return _operator.signum
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """Mark the main thread as inside a job's own code for the ``with`` block (other threads
+    are never interrupted by a signal)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _operator.in_run = True
+    try:
+        yield
+    finally:
+        _operator.in_run = False
+
+
 def reset() -> None:
     """Forget every request (a fresh process, or a test)."""
     with _lock:
         _asked.clear()
     _everything.clear()
+    _operator.signum = 0

@@ -7,12 +7,11 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from prescient import slots
 from prescient.cleaning import clean_text
 from prescient.conf import setting
-from prescient.retries import get_handler
+from prescient.retries import call_handler, get_handler
 from prescient.states import Event, Outcome
 
 if TYPE_CHECKING:
@@ -38,6 +37,8 @@ SUMMARY_KEY: dict[str, str] = {
 RUN_FAILED = "prescient.exceptions.RunFailed"
 #: The exception class of a run stopped at its timeout.
 CHECK_TIMEOUT = "prescient.exceptions.CheckTimeout"
+#: The exception class of a run whose process died under it (``os._exit``, a segfault, …).
+CHILD_DIED = "prescient.exceptions.ChildDied"
 
 
 @dataclass
@@ -92,50 +93,134 @@ class TickSummary:
         return f"prescient tick: processed={self.processed} " + " ".join(parts)
 
 
+def describe(exc: BaseException) -> str:
+    """``TypeName: message`` of an exception, for the job's error fields."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def safe_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, whatever the value's ``__repr__`` does."""
+    try:
+        text = repr(value)
+    except BaseException as exc:  # a job's value: its __repr__ is host code
+        text = f"<{type(value).__name__} whose repr raised {type(exc).__name__}>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def type_path(exc: BaseException) -> str:
     """The dotted path of the class of ``exc``, e.g. ``builtins.ValueError``."""
     return f"{type(exc).__module__}.{type(exc).__qualname__}"
 
 
-def record_error(job: FutureJob, error: str, now: datetime) -> None:
+def record_error(job: FutureJob, error: str, now: datetime, exception_path: str = "", *, ran: bool = False) -> None:
     """Keep ``error`` (cleaned: see :mod:`prescient.cleaning`) as the job's last error and
-    among its recent ones."""
+    among its recent ones, with the dotted path of its exception's class and the number of the
+    run it ended (``ran``: this failure is a run of the job's own code, counted when it settles)."""
     error = clean_text(error)
     job.last_error = error
     kept = int(setting("RECENT_ERRORS"))
-    job.recent_errors = ([*job.recent_errors, {"at": now.isoformat(), "error": error}])[-kept:]
+    entry: dict[str, Any] = {"at": now.isoformat(), "error": error}
+    if exception_path:
+        entry["exception_class_path"] = clean_text(exception_path, 300)
+        entry["run"] = job.run_count + (1 if ran else 0)
+    job.recent_errors = ([*job.recent_errors, entry])[-kept:] if kept else []
+
+
+def crashes_in_a_row(job: FutureJob) -> int:
+    """How many of the job's last runs, one after the other, ended with their process
+    (:data:`CHILD_DIED`), by its recent errors."""
+    count, expected = 0, None
+    for entry in reversed(job.recent_errors or []):
+        if not isinstance(entry, dict) or entry.get("exception_class_path") != CHILD_DIED:
+            break
+        run = entry.get("run")
+        if not isinstance(run, int) or (expected is not None and run != expected):
+            break
+        count, expected = count + 1, run - 1
+    return count
 
 
 def failure(
     decision: Decision, definition: Check | None, error: str, now: datetime, *,
-    exception_path: str = "", traceback: str = "",
+    exception: BaseException | None = None, exception_path: str = "", traceback: str = "",
 ) -> Decision:
     """Make ``decision`` a failed run: count it, keep the error, and ask the error handler
     whether to retry (``definition`` is None when the job's check is no longer known).
 
     The failure is data on the decision: ``exception_path``, the dotted path of the class of
-    the exception the run raised (RunFailed when it raised none), and its ``traceback`` (empty
-    when none); a job it ends keeps them in its history row."""
+    the exception the run raised (by default that of ``exception``; RunFailed when it raised
+    none), and its ``traceback`` (empty when none); a job it ends keeps them in its history row.
+    The error handler is given ``exception`` itself when it takes an ``exception`` argument.
+
+    A run whose process died under it (:data:`CHILD_DIED`) ``MAX_CRASHES`` times in a row buries
+    its job instead (a person decides): running it again would only kill another process.
+    An error handler that raises, cannot be imported or answers anything but None or an aware
+    datetime fails the job, with a reason naming the handler.
+    """
     job = decision.job
     error = clean_text(error)
     decision.error = error
-    decision.exception_path = clean_text(exception_path or RUN_FAILED, 300)
+    if not exception_path:
+        exception_path = type_path(exception) if exception is not None else RUN_FAILED
+    decision.exception_path = clean_text(exception_path, 300)
     decision.traceback = clean_text(traceback) if traceback else ""
     job.failure_count += 1
-    record_error(job, error, now)
-    handler = definition.error_handler if definition is not None and definition.error_handler else get_handler()
-    retry_at = handler(job, definition, now)
-    if retry_at is None:
-        decision.event, decision.outcome = Event.FINISH, Outcome.FAILED
-        decision.reason = job.end_reason  # a handler may say why it gave up (error_rate does)
-    else:
-        decision.event = Event.RETRY
-        # The handler's time is kept as it is: the built-in handlers round to slots themselves.
-        decision.next_check_at = slots.require_aware(retry_at, "the error handler's retry time")
+    record_error(job, error, now, decision.exception_path, ran=decision.ran)
     if not decision.ran:
         # Nothing of the job's own code ran (unknown check or task, missing model): say so, as
         # a raising check is logged.
         logger.warning(
             "job id=%s (%s %s) failed without running: %s", job.pk, job.kind, job.job_exec, error
         )
+    limit = int(setting("MAX_CRASHES"))
+    if decision.exception_path == CHILD_DIED and crashes_in_a_row(job) >= limit:
+        decision.event, decision.outcome = Event.BURY, ""
+        decision.reason = f"its runs ended their process {limit} times in a row (MAX_CRASHES): buried"
+        job.last_error = clean_text(f"{error}; {decision.reason}")
+        logger.error("job id=%s (%s) %s", job.pk, job.job_exec, decision.reason)
+        return decision
+    retry_at, given_up = _ask_handler(decision, definition, now, exception)
+    if retry_at is None:
+        decision.event, decision.outcome = Event.FINISH, Outcome.FAILED
+        # A handler may say why it gave up (error_rate does); an invalid handler is named.
+        decision.reason = given_up or job.end_reason
+    else:
+        decision.event = Event.RETRY
+        # The handler's time is kept as it is: the built-in handlers round to slots themselves.
+        decision.next_check_at = retry_at
     return decision
+
+
+def _ask_handler(
+    decision: Decision, definition: Check | None, now: datetime, exception: BaseException | None
+) -> tuple[datetime | None, str]:
+    """``(when to retry or None, why the job fails when it is the handler's fault)``: the job's
+    error handler asked, whatever it does (it is host code: it may raise anything)."""
+    job = decision.job
+    name = f"ERROR_HANDLER {setting('ERROR_HANDLER')!r}"
+    try:
+        if definition is not None and definition.error_handler:
+            handler = definition.error_handler
+            name = f"the error handler {getattr(handler, '__qualname__', handler)!r} of {definition.name!r}"
+        else:
+            handler = get_handler()
+    except (ImportError, TypeError) as exc:  # started with --skip-checks, or changed since
+        logger.error("job id=%s (%s) failed: %s", job.pk, job.job_exec, exc)
+        return None, clean_text(str(exc), 2000)
+    try:
+        retry_at = call_handler(handler, job, definition, now, exception)
+    except BaseException as exc:  # the handler is host code: anything it raises fails the job
+        why = f"{name} raised {describe(exc)}"
+        logger.error("job id=%s (%s) failed: %s", job.pk, job.job_exec, why, exc_info=exc)
+        return None, clean_text(why, 2000)
+    if retry_at is None:
+        return None, ""
+    if not isinstance(retry_at, datetime) or retry_at.tzinfo is None or retry_at.utcoffset() is None:
+        what = f"a naive datetime ({retry_at.isoformat()})" if isinstance(retry_at, datetime) else (
+            f"{type(retry_at).__name__} ({retry_at!r:.80})"
+        )
+        why = f"{name} returned {what}; it must return an aware datetime or None"
+        logger.error("job id=%s (%s) failed: %s", job.pk, job.job_exec, why)
+        return None, clean_text(why, 2000)
+    return retry_at, ""

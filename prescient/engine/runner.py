@@ -1,4 +1,5 @@
-"""Running one check with a real timeout, in the calling process.
+"""Running a job's own code with a real timeout, in the calling process: the one place where a
+run ends, whatever the code did.
 
 The tick runs checks in its main thread and stops a check that overruns with ``SIGALRM``: the
 alarm raises :class:`~prescient.exceptions.CheckTimeout` inside the check, which interrupts
@@ -15,24 +16,36 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection
 
+from prescient import interrupts, slots
 from prescient.cleaning import clean_text
 from prescient.conf import setting
-from prescient.exceptions import CheckTimeout
+from prescient.exceptions import CheckTimeout, Interrupted, Release
+from prescient.states import Event
 
 from . import store
-from .decisions import CHECK_TIMEOUT, type_path
+from .decisions import CHECK_TIMEOUT, Decision, describe, type_path
+
+if TYPE_CHECKING:
+    from prescient.models import FutureJob
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
 class RunResult:
-    """What one call of a check gave: its value, or the error that ended it."""
+    """What one call of a job's code gave: its value, or what ended it.
+
+    Exactly one of these holds: it returned (``value``), it raised (``error``, with the
+    exception itself, its class's dotted path and its traceback), it ran past its timeout
+    (``timed_out``, ``error`` too), it raised :class:`~prescient.exceptions.Release`
+    (``released``), or an operator's signal stopped it (``interrupted``: not the job's fault).
+    """
 
     value: Any = None
     error: str = ""
@@ -41,10 +54,33 @@ class RunResult:
     #: For a run that raised: the dotted path of the exception's class and its traceback.
     exception_path: str = ""
     traceback: str = ""
+    #: The exception itself (a run that raised, or a CheckTimeout), for the error handler.
+    exception: BaseException | None = None
+    #: It raised prescient.Release: its claim is handed back uncharged.
+    released: bool = False
+    #: An operator's Ctrl-C or SIGTERM stopped it: handed back uncharged.
+    interrupted: bool = False
 
     @property
     def failed(self) -> bool:
         return bool(self.error)
+
+
+def handed_back(job: FutureJob, result: RunResult, now: datetime) -> Decision | None:
+    """The decision for a run that came to nothing the job is charged for, or None: one that
+    raised :class:`~prescient.exceptions.Release` (due again at the next slot, as
+    :data:`prescient.RELEASE`), or that an operator's signal stopped (due as it was)."""
+    if result.interrupted:
+        return Decision(job=job, event=Event.HAND_BACK, seconds=result.seconds)
+    if result.released:
+        return released(job, now, result.seconds)
+    return None
+
+
+def released(job: FutureJob, now: datetime, seconds: float = 0.0) -> Decision:
+    """The claim handed back by the job's own code: nothing counted, due at the next slot."""
+    next_slot = slots.next_after(now, int(setting("SLOT_MINUTES")))
+    return Decision(job=job, event=Event.HAND_BACK, next_check_at=next_slot, seconds=seconds)
 
 
 def _can_alarm() -> bool:
@@ -56,62 +92,77 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
     raise CheckTimeout()
 
 
-def describe(exc: BaseException) -> str:
-    """``TypeName: message`` of an exception, for the job's error fields."""
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label: str) -> RunResult:
-    """Call ``func(*args)``, stopped after ``timeout`` seconds.
+    """Call ``func(*args)``, stopped after ``timeout`` seconds: the one place where a run of a
+    job's own code ends, whatever it did.
 
     The check runs in autocommit mode, like a view without ATOMIC_REQUESTS: it is not wrapped
     in a transaction, so a slow check holds no transaction (and, on SQLite, no write lock)
-    open. A check that needs all-or-nothing writes uses ``transaction.atomic()`` itself. The
-    traceback of a check that raises goes to the log, cut as the database cuts the error it
-    keeps (:func:`prescient.cleaning.clean_text`: 8 KB, the first and last parts): a check
-    raising a 5 MB message writes 8 KB of log per run, not 5 MB. ``KeyboardInterrupt`` and
-    ``SystemExit`` are not caught.
+    open. A check that needs all-or-nothing writes uses ``transaction.atomic()`` itself.
+
+    Anything the code raises is a failed run of its job, ``SystemExit`` and
+    ``KeyboardInterrupt`` included (a job's code cannot stop the process that runs it); only
+    :class:`~prescient.exceptions.Release` (handed back uncharged) and an operator's signal
+    (:class:`~prescient.exceptions.Interrupted`, handed back uncharged) are not. The traceback
+    of a run that raised goes to the log, cut as the database cuts the error it keeps
+    (:func:`prescient.cleaning.clean_text`: 8 KB, the first and last parts): a check raising a
+    5 MB message writes 8 KB of log per run, not 5 MB.
     """
     alarm = _can_alarm()
     previous: Any = None
-    if alarm:
-        previous = signal.signal(signal.SIGALRM, _on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, timeout)
-    started = time.monotonic()
     result = RunResult()
+    started = time.monotonic()
     try:
         try:
-            result.value = func(*args)
+            if alarm:
+                previous = signal.signal(signal.SIGALRM, _on_alarm)
+                signal.setitimer(signal.ITIMER_REAL, timeout)
+            with interrupts.interruptible():
+                result.value = func(*args)
         finally:
             if alarm:
                 signal.setitimer(signal.ITIMER_REAL, 0)
-    except CheckTimeout:
-        result.timed_out = True
-    except Exception as exc:  # a check may raise anything; it is a failed run, not a crash
-        result.traceback = "".join(traceback.format_exception(exc))
-        # Formatted here, not with exc_info: a handler would print the whole message again.
-        logger.error("check %s raised\n%s", label, clean_text(result.traceback.rstrip()))
-        result.error = describe(exc)
-        if isinstance(exc, MemoryError):
-            limit = setting("CHILD_MEMORY_MB")
-            result.error = f"MemoryError: {label} ran out of memory" + (
-                f" (its process may use {limit} MB: CHILD_MEMORY_MB)" if limit else ""
-            )
-        result.exception_path = type_path(exc)
-    finally:
-        if alarm:
-            signal.signal(signal.SIGALRM, previous)
-        result.seconds = time.monotonic() - started
-    if not result.timed_out and result.seconds > timeout:
+                signal.signal(signal.SIGALRM, previous)
+    except CheckTimeout as exc:
+        result.timed_out, result.exception = True, exc
+    except Interrupted:
+        result.interrupted = True
+        logger.warning("%s: stopped by signal %s; its claim is handed back", label, interrupts.operator_signal())
+    except Release as exc:
+        result.released = True
+        logger.info("%s released its claim%s", label, f": {exc.reason}" if exc.reason else "")
+    except BaseException as exc:  # a job's code may raise anything: a failed run, never a crash
+        _raised(result, exc, label)
+    result.seconds = time.monotonic() - started
+    if not result.timed_out and not result.interrupted and result.seconds > timeout:
         result.timed_out = True  # could not be interrupted (not the main thread): still a failure
     if result.timed_out:
-        result.value = None
+        result.value, result.released = None, False
         result.error = f"CheckTimeout: {label} ran longer than its timeout of {timeout:g}s"
         result.exception_path, result.traceback = CHECK_TIMEOUT, ""
+        if not isinstance(result.exception, CheckTimeout):
+            result.exception = CheckTimeout(result.error)
         logger.warning("check %s stopped after %.1fs (timeout %gs)", label, result.seconds, timeout)
-        if not connection.is_usable():
-            # The alarm may have landed inside a query: start afresh rather than reuse a
-            # connection in an unknown state.
-            connection.close()
+    if (result.timed_out or result.interrupted) and not connection.is_usable():
+        # The alarm or signal may have landed inside a query: start afresh rather than reuse a
+        # connection in an unknown state.
+        connection.close()
     return result
+
+
+def _raised(result: RunResult, exc: BaseException, label: str) -> None:
+    """Make ``result`` a failed run that raised ``exc``."""
+    result.exception = exc
+    result.traceback = "".join(traceback.format_exception(exc))
+    # Formatted here, not with exc_info: a handler would print the whole message again.
+    logger.error("check %s raised\n%s", label, clean_text(result.traceback.rstrip()))
+    result.error = describe(exc)
+    if isinstance(exc, MemoryError):
+        limit = setting("CHILD_MEMORY_MB")
+        result.error = f"MemoryError: {label} ran out of memory" + (
+            f" (its process may use {limit} MB: CHILD_MEMORY_MB)" if limit else ""
+        )
+    elif isinstance(exc, (SystemExit, KeyboardInterrupt)):
+        # Not allowed to stop the process that runs it: said so, as well as what it raised.
+        result.error += f" (raised by {label}: a failed run; the process goes on)"
+    result.exception_path = type_path(exc)

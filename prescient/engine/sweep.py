@@ -11,8 +11,10 @@ it looks each job's kind up (:mod:`prescient.engine.kind`).
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import sqlite3
+import traceback
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -32,9 +34,10 @@ from prescient.models import FutureJob, Schedule
 from prescient.states import Event
 
 from . import store
-from .decisions import RUN_FAILED, Decision, TickSummary, failure, type_path
+from .decisions import Decision, TickSummary, describe, failure
 from .kind import JobKind, get_kind
-from .runner import describe
+
+logger = logging.getLogger(__name__)
 
 #: Reservations made by prescient_worker start with this; a worker renews its leases while it
 #: lives, so a stale one means the worker is gone and its claim can simply run again.
@@ -211,6 +214,15 @@ def definition_of(job: FutureJob) -> Check | None:
         return None
 
 
+class Unprepared:
+    """The context of a job whose kind could not load what it needs: what that raised (a
+    manager or model of the host's may raise anything)."""
+
+    def __init__(self, exception: BaseException) -> None:
+        self.exception = exception
+        self.traceback = "".join(traceback.format_exception(exception))
+
+
 def prepare(jobs: Sequence[FutureJob]) -> dict[int, Any]:
     """What each job needs to run, loaded in bulk by its kind: ``{job id: context}``."""
     by_kind: dict[str, list[FutureJob]] = defaultdict(list)
@@ -222,32 +234,52 @@ def prepare(jobs: Sequence[FutureJob]) -> dict[int, Any]:
             kind = get_kind(name)
         except PrescientError:
             continue  # reported per job by run_one
-        contexts.update(kind.prepare(group))
+        try:
+            contexts.update(kind.prepare(group))
+        except BaseException as exc:  # host code (a model's manager) ran: each job fails with it
+            logger.error("loading what %s jobs of kind %s need raised %s", len(group), name, describe(exc))
+            contexts.update((job.pk, Unprepared(exc)) for job in group)
     return contexts
 
 
 def run_one(job: FutureJob, context: Any, now: datetime) -> Decision:
     """Run one claimed job through its kind and decide what follows (in an OpenTelemetry span,
-    when ``opentelemetry-api`` is installed: :mod:`prescient.telemetry`)."""
+    when ``opentelemetry-api`` is installed: :mod:`prescient.telemetry`).
+
+    Whatever happens, the result is a decision: a kind that raises (it should not: its run
+    goes through :func:`prescient.engine.runner.call`) fails the job with what it raised."""
     with telemetry.run_span(job) as span:
         try:
             kind: JobKind = get_kind(job.kind)
         except PrescientError as exc:
-            decision = failure(Decision(job=job, event=Event.FINISH), None, describe(exc), now,
-                               exception_path=type_path(exc))
+            decision = failure(Decision(job=job, event=Event.FINISH), None, describe(exc), now, exception=exc)
         else:
-            decision = kind.run(job, context, now)
+            if isinstance(context, Unprepared):
+                decision = failure(
+                    Decision(job=job, event=Event.FINISH), definition_of(job), describe(context.exception), now,
+                    exception=context.exception, traceback=context.traceback,
+                )
+            else:
+                try:
+                    decision = kind.run(job, context, now)
+                except BaseException as exc:  # the backstop: never lose a job, nor stop the process
+                    logger.exception("job id=%s: its kind %r raised", job.pk, job.kind)
+                    decision = failure(
+                        Decision(job=job, event=Event.FINISH, ran=True), definition_of(job), describe(exc), now,
+                        exception=exc, traceback="".join(traceback.format_exception(exc)),
+                    )
         span.record(decision)
     return decision
 
 
-def failed_run(
-    job: FutureJob, error: str, now: datetime, seconds: float = 0.0, *, exception_path: str = RUN_FAILED
-) -> Decision:
-    """The decision for a run that failed outside the job's own control (its process died, or
-    was killed on overrunning: ``exception_path`` CheckTimeout)."""
-    decision = failure(Decision(job=job, event=Event.FINISH, seconds=seconds, ran=True), definition_of(job), error, now,
-                       exception_path=exception_path)
+def failed_run(job: FutureJob, exception: BaseException, now: datetime, seconds: float = 0.0) -> Decision:
+    """The decision for a run that failed outside the job's own control: its process died
+    (:class:`~prescient.exceptions.ChildDied`), or was killed on overrunning
+    (:class:`~prescient.exceptions.CheckTimeout`)."""
+    decision = failure(
+        Decision(job=job, event=Event.FINISH, seconds=seconds, ran=True), definition_of(job), describe(exception),
+        now, exception=exception,
+    )
     try:
         get_kind(job.kind).after_failed_run(decision, now)
     except PrescientError:

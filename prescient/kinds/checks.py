@@ -23,7 +23,7 @@ from prescient import diagnostics, slots
 from prescient.checks import RELEASE, Check, get_check, registered
 from prescient.conf import setting
 from prescient.engine import bulk, runner
-from prescient.engine.decisions import Decision, failure, type_path
+from prescient.engine.decisions import Decision, describe, failure, safe_repr
 from prescient.engine.kind import JobKind
 from prescient.exceptions import PrescientError
 from prescient.models import FutureJob, JobHistory
@@ -67,16 +67,17 @@ def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime
     """Turn what a check returned into the next event for its job."""
     decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
     value = result.value
+    back = runner.handed_back(job, result, now)
+    if back is not None:
+        return back
     if result.failed:
-        return failure(decision, check, result.error, now, exception_path=result.exception_path,
-                       traceback=result.traceback)
+        return failure(decision, check, result.error, now, exception=result.exception,
+                       exception_path=result.exception_path, traceback=result.traceback)
     if value is None:
         decision.outcome = Outcome.COMPLETED
         return decision
     if value is RELEASE:  # the claim handed back: nothing counted, due at the next slot
-        decision.event, decision.ran = Event.HAND_BACK, False
-        decision.next_check_at = slots.next_after(now, int(setting("SLOT_MINUTES")))
-        return decision
+        return runner.released(job, now, result.seconds)
     slot_minutes = int(setting("SLOT_MINUTES"))
     if isinstance(value, timedelta):
         # Counted from the slot being processed, not from how late in it the run came (as
@@ -86,26 +87,22 @@ def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime
         try:
             wanted = slots.floor(now, slot_minutes) + value
         except OverflowError:
-            return failure(
-                decision, check, f"OverflowError: check {check.name!r} returned {value!r}, past the last date", now,
-                exception_path="builtins.OverflowError",
-            )
+            return _bad_value(decision, check, now, OverflowError(
+                f"check {check.name!r} returned {safe_repr(value)}, past the last date"
+            ))
     elif isinstance(value, datetime):
         if value.tzinfo is None or value.utcoffset() is None:
-            return failure(
-                decision, check,
-                f"TypeError: check {check.name!r} returned a naive datetime ({value.isoformat()}); "
-                "return an aware datetime", now, exception_path="builtins.TypeError",
-            )
+            return _bad_value(decision, check, now, TypeError(
+                f"check {check.name!r} returned a naive datetime ({value.isoformat()}); return an aware datetime"
+            ))
         wanted = value
         early = wanted < now
         outside = early or wanted > now + check.horizon
     else:
-        return failure(
-            decision, check,
-            f"TypeError: check {check.name!r} returned {type(value).__name__} ({value!r:.80}); "
-            "expected None, a timedelta or an aware datetime", now, exception_path="builtins.TypeError",
-        )
+        return _bad_value(decision, check, now, TypeError(
+            f"check {check.name!r} returned {type(value).__name__} ({safe_repr(value)}); "
+            "expected None, a timedelta or an aware datetime"
+        ))
     if outside:
         decision.outcome, decision.asked_check_at = Outcome.HORIZON, wanted
         days = check.horizon / timedelta(days=1)
@@ -118,6 +115,11 @@ def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime
     decision.event = Event.RESCHEDULE
     decision.next_check_at = slots.next_check(wanted, now, slot_minutes)
     return decision
+
+
+def _bad_value(decision: Decision, check: Check, now: datetime, exc: Exception) -> Decision:
+    """A run that returned what a check may not return: failed with ``exc``."""
+    return failure(decision, check, describe(exc), now, exception=exc)
 
 
 class CheckKind(JobKind):
@@ -142,13 +144,11 @@ class CheckKind(JobKind):
         try:
             check = self.definition(job)
         except PrescientError as exc:
-            return failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now,
-                           exception_path=type_path(exc))
+            return failure(Decision(job=job, event=Event.FINISH), None, describe(exc), now, exception=exc)
         try:
             apps.get_model(job.entity_name)
         except (LookupError, ValueError) as exc:
-            return failure(Decision(job=job, event=Event.FINISH), check, runner.describe(exc), now,
-                           exception_path=type_path(exc))
+            return failure(Decision(job=job, event=Event.FINISH), check, describe(exc), now, exception=exc)
         if context is None:
             return Decision(job=job, event=Event.FINISH, outcome=Outcome.ENTITY_MISSING)
         label = f"{check.name}[{job.entity_name}#{job.entity_key}]"

@@ -35,7 +35,7 @@ from prescient import calendars, diagnostics, slots
 from prescient.checks import Check
 from prescient.conf import setting
 from prescient.engine import bulk, runner
-from prescient.engine.decisions import Decision, failure, type_path
+from prescient.engine.decisions import Decision, describe, failure
 from prescient.engine.kind import JobKind
 from prescient.exceptions import PrescientError
 from prescient.expectations import KIND, Expectation, get_expectation, registered
@@ -145,8 +145,7 @@ class ExpectationKind(JobKind):
             check = self.definition(job)
             expectation.model  # noqa: B018 (raises LookupError when the model is gone)
         except (PrescientError, LookupError) as exc:
-            return failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now,
-                           exception_path=type_path(exc))
+            return failure(Decision(job=job, event=Event.FINISH), None, describe(exc), now, exception=exc)
         if not isinstance(context, Rung):
             return Decision(job=job, event=Event.FINISH, outcome=Outcome.ENTITY_MISSING)
         if context.met:
@@ -158,10 +157,13 @@ class ExpectationKind(JobKind):
         args = (expectation, context.instance, job, step, context.met is None)
         result = runner.call(climb, args, check.timeout, label)
         decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
+        back = runner.handed_back(job, result, now)
+        if back is not None:
+            return back
         if result.failed:
             # Retried at this same rung.
-            return failure(decision, check, result.error, now, exception_path=result.exception_path,
-                           traceback=result.traceback)
+            return failure(decision, check, result.error, now, exception=result.exception,
+                           exception_path=result.exception_path, traceback=result.traceback)
         if result.value == MET:
             mark_met(job, now)
             decision.outcome = Outcome.MET

@@ -38,7 +38,7 @@ from prescient.checks import Check
 from prescient.cleaning import clean_text, unstorable
 from prescient.conf import option_problems
 from prescient.engine import runner, store
-from prescient.engine.decisions import RUN_FAILED, Decision, failure, type_path
+from prescient.engine.decisions import RUN_FAILED, Decision, describe, failure
 from prescient.engine.kind import JobKind
 from prescient.exceptions import PrescientError, UnknownCheck
 from prescient.models import FutureJob, JobHistory
@@ -332,8 +332,7 @@ class TaskKind(JobKind):
         try:
             check = self.definition(job)
         except PrescientError as exc:
-            decision = failure(Decision(job=job, event=Event.FINISH), None, runner.describe(exc), now,
-                               exception_path=type_path(exc))
+            decision = failure(Decision(job=job, event=Event.FINISH), None, describe(exc), now, exception=exc)
             _detail_error(job, decision.exception_path, decision.traceback)
             _retry_soon(decision, None, now)
             return decision
@@ -342,16 +341,19 @@ class TaskKind(JobKind):
         task_started.send(type(task.get_backend()), task_result=result_of(job, task, TaskResultStatus.RUNNING))
         outcome = runner.call(_invoke, (task, job), check.timeout, f"{check.name}[{job.pk}]")
         decision = Decision(job=job, event=Event.FINISH, seconds=outcome.seconds, ran=True)
+        back = runner.handed_back(job, outcome, now)
+        if back is not None:
+            return back
         if outcome.failed:
-            decision = failure(decision, check, outcome.error, now, exception_path=outcome.exception_path,
-                               traceback=outcome.traceback)
+            decision = failure(decision, check, outcome.error, now, exception=outcome.exception,
+                               exception_path=outcome.exception_path, traceback=outcome.traceback)
             _detail_error(job, decision.exception_path, decision.traceback)
         else:
             try:
                 value = as_json(outcome.value)
-            except (TypeError, ValueError) as exc:
-                error = f"TypeError: task {task.module_path} returned a value that is not JSON ({exc})"
-                decision = failure(decision, check, error, now, exception_path="builtins.TypeError")
+            except Exception as exc:
+                bad = TypeError(f"task {task.module_path} returned a value that is not JSON ({exc})")
+                decision = failure(decision, check, describe(bad), now, exception=bad)
                 _detail_error(job, decision.exception_path, decision.traceback)
             else:
                 job.payload = {**(job.payload or {}), "return_value": value}

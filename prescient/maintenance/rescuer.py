@@ -38,7 +38,7 @@ from prescient.engine.decisions import (
 )
 from prescient.engine.kind import get_kind
 from prescient.engine.sweep import WORKER_TOKEN_PREFIX, Survey, definition_of, lease_seconds
-from prescient.exceptions import PrescientError
+from prescient.exceptions import PrescientError, RunFailed
 from prescient.models import FutureJob
 from prescient.states import Event
 
@@ -78,7 +78,8 @@ def decide(job: FutureJob, now: datetime) -> tuple[Decision, str]:
     # A worker renews its leases while it lives: its stale claim means it is gone. A failed run,
     # judged by the retry policy of any failed run; retried, it is due again at once (its own
     # code did not fail, its worker did).
-    decision = failure(Decision(job=job, event=Event.RECLAIM), definition_of(job), error, now)
+    decision = failure(Decision(job=job, event=Event.RECLAIM), definition_of(job), error, now,
+                       exception=RunFailed(error))
     try:
         get_kind(job.kind).after_lost_run(job, now)
     except PrescientError:

@@ -142,14 +142,18 @@ class ParcelRunner:
         except DB_ERRORS as exc:
             # The connection dropped between runs (a start, a load): what ran is written after
             # the reconnect; what had not run is handed back, nothing charged.
+            self.slot.clear()
+            interrupts.forget(token)
             decided = {decision.job.pk for decision in decisions}
             decisions.extend(sweep.hand_back(job) for job in jobs if job.pk not in decided)
             self.unwritten = (decisions, token, now)
             self.backoff.fault(exc)
             return len(jobs)
-        finally:
-            self.slot.clear()
-            interrupts.forget(token)
+        # Anything else that escapes (it should not: every run ends in runner.call) ends this
+        # process with the slot still naming the run in flight, so that the worker charges
+        # that run and hands the rest of the claim back.
+        self.slot.clear()
+        interrupts.forget(token)
         self.unwritten = (decisions, token, now)
         self._write()
         return len(jobs)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import socket
 import threading
 import time
 from collections import Counter
@@ -31,7 +32,8 @@ from typing import Any
 from django.db import connections
 
 from prescient.engine import sweep
-from prescient.engine.decisions import CHECK_TIMEOUT, RUN_FAILED, Decision
+from prescient.engine.decisions import Decision
+from prescient.exceptions import CheckTimeout, ChildDied
 from prescient.models import FutureJob
 
 from .child import main as child_main
@@ -185,30 +187,27 @@ class Pool:
                 child.process.join(1)
                 code = child.process.exitcode
                 if code != 0 or pk:
-                    charges.extend(self._charge(child, clock(), f"ChildDied: its process exited with code {code}"))
+                    charges.extend(self._charge(child, clock(), ChildDied(f"its process exited with code {code}")))
                 self._replace(child)
             elif pk and time.monotonic() > since + timeout + HARD_KILL_AFTER:
                 child.process.kill()
                 child.process.join(5)
-                charges.extend(self._charge(
-                    child, clock(), f"CheckTimeout: the check did not return within its timeout of {timeout:g}s; "
-                    "its process was killed", exception_path=CHECK_TIMEOUT,
-                ))
+                charges.extend(self._charge(child, clock(), CheckTimeout(
+                    f"the check did not return within its timeout of {timeout:g}s; its process was killed"
+                )))
                 self._replace(child)
         return charges
 
-    def _charge(
-        self, child: Child, now: datetime, error: str, *, charge_run: bool = True, exception_path: str = RUN_FAILED
-    ) -> Charges:
-        """The claims ``child`` held when it ended: the run in flight fails (``charge_run``) or is
-        handed back; every other job of its claims is handed back."""
+    def _charge(self, child: Child, now: datetime, error: BaseException | None) -> Charges:
+        """The claims ``child`` held when it ended: the run in flight fails with ``error`` (None:
+        it is handed back, as every other job of its claims is)."""
         pk, since, _, _ = child.slot.read()
         seconds = time.monotonic() - since if pk else 0.0
         by_token: dict[str, list[Decision]] = {}
         for job in FutureJob.objects.filter(reserved_by__startswith=f"{child.prefix}/").order_by("pk"):
-            if job.pk == pk and charge_run:
-                logger.error("job id=%s %s (%s)", job.pk, error, job.job_exec)
-                decision = sweep.failed_run(job, error, now, seconds, exception_path=exception_path)
+            if job.pk == pk and error is not None:
+                logger.error("job id=%s %s: %s (%s)", job.pk, type(error).__name__, error, job.job_exec)
+                decision = sweep.failed_run(job, error, now, seconds)
             else:
                 decision = sweep.hand_back(job)
             by_token.setdefault(job.reserved_by, []).append(decision)
@@ -254,10 +253,15 @@ class Pool:
 
     # --- stopping ----------------------------------------------------------------------------
 
-    def stop(self, grace_seconds: float, now: datetime, on_counts: Any) -> Charges:
+    def stop(
+        self, grace_seconds: float, now: datetime, on_counts: Any, *, cold: Callable[[], bool] = lambda: False,
+        also: Sequence[Any] = (),
+    ) -> Charges:
         """Ask every child to stop: runs in flight are asked to stop (``job.should_stop()``),
         nothing more starts, each writes what it has and leaves. A child still running after
-        ``grace_seconds`` is killed and its claims are handed back. Returns what to write."""
+        ``grace_seconds``, or when ``cold()`` turns true (a second signal: ``also`` holds what
+        wakes this wait for it), is killed and its claims are handed back uncharged, each run it
+        cut logged. Returns what to write."""
         for child in self.children:
             child.stopped = True
             self._command(child, ("all",))
@@ -266,20 +270,30 @@ class Pool:
             except (BrokenPipeError, OSError):
                 pass
         until = time.monotonic() + grace_seconds
-        while any(child.process.is_alive() for child in self.children) and time.monotonic() < until:
-            self.wait(min(0.5, max(0.0, until - time.monotonic())))
+        while any(child.process.is_alive() for child in self.children) and time.monotonic() < until and not cold():
+            ready = self.wait(min(0.5, max(0.0, until - time.monotonic())), also)
+            for handle in ready:
+                if handle in also and isinstance(handle, socket.socket):
+                    try:
+                        handle.recv(512)  # a signal's wake-up byte
+                    except OSError:
+                        pass
             on_counts(self.read())
         on_counts(self.read())
         charges: Charges = []
+        why = "a second signal" if cold() else "the end of the grace period"
         for child in list(self.children):
             lingering = child.process.is_alive()
             if lingering:
+                pk, _, _, _ = child.slot.read()
                 child.process.kill()
+                if pk:
+                    logger.warning("job id=%s: its run was cut by %s and is handed back uncharged", pk, why)
             child.process.join(5)
             if lingering or child.process.exitcode != 0:
-                charges.extend(self._charge(child, now, "", charge_run=False))
+                charges.extend(self._charge(child, now, None))
                 if lingering:
-                    logger.warning("a child did not finish within the grace period; its claims are handed back")
+                    logger.warning("a child did not finish before %s; its claims are handed back", why)
             self._close(child)
         self.children = []
         return charges

@@ -17,17 +17,22 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
+from types import FrameType
 
 from django.db import connection
 
 from prescient import interrupts, slots
 from prescient.conf import setting, stale_after_seconds
 from prescient.engine import store, sweep
-from prescient.engine.decisions import CHECK_TIMEOUT, Decision, TickSummary
+from prescient.engine.decisions import Decision, TickSummary
+from prescient.exceptions import CheckTimeout, Interrupted
 from prescient.maintenance import run_due
 from prescient.maintenance.recurring import Producer
 from prescient.models import FutureJob
@@ -89,17 +94,17 @@ class Guard(threading.Thread):
         """The run of ``job`` did not stop at its timeout: write the batch's results, fail that
         run, hand back what has not started; then end the process (with ``watchdog``)."""
         self.overran = True
-        error = (
-            f"CheckTimeout: {job.job_exec} did not stop at its timeout of {sweep.timeout_of(job):g}s "
+        error = CheckTimeout(
+            f"{job.job_exec} did not stop at its timeout of {sweep.timeout_of(job):g}s "
             "(it ignored the alarm); the tick was ended"
         )
-        logger.error("job id=%s %s", job.pk, error)
+        logger.error("job id=%s CheckTimeout: %s", job.pk, error)
         # The tick runs one check at a time: every other job of the batch without a decision
         # has not run (some may have been started with their group), so it is handed back.
         done = {decision.job.pk for decision in self.decisions}
         unstarted = FutureJob.objects.filter(reserved_by=token).exclude(pk__in=done)
         decisions = [
-            *self.decisions, sweep.failed_run(job, error, self.now, seconds, exception_path=CHECK_TIMEOUT),
+            *self.decisions, sweep.failed_run(job, error, self.now, seconds),
             *(sweep.hand_back(other) for other in unstarted if other.pk != job.pk),
         ]
         store.settle(decisions, token, self.now, TickSummary())
@@ -110,6 +115,31 @@ class Guard(threading.Thread):
     def stop(self) -> None:
         self.stopped.set()
         self.join(10)
+
+
+@contextmanager
+def operator_signals() -> Iterator[None]:
+    """While the ``with`` block runs (a tick), an operator's Ctrl-C or SIGTERM stops the tick
+    cleanly: the run in progress is handed back uncharged (it raises
+    :class:`~prescient.exceptions.Interrupted` inside that run), nothing more starts, and what the
+    batch has is written; :func:`prescient.interrupts.operator_signal` then names the signal. A
+    second signal ends the process at once (its claim is left to the stale-claim rule)."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if interrupts.operator_signal():
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        logger.warning("prescient tick: signal %s; handing back what has not run and stopping", signum)
+        if interrupts.stop_by_operator(signum):
+            raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def tick(now: datetime | None = None, *, batch_size: int | None = None, watchdog: bool = False) -> TickSummary:
@@ -142,7 +172,7 @@ def tick(now: datetime | None = None, *, batch_size: int | None = None, watchdog
         guard.watch(token, job, decisions)
 
     try:
-        while not guard.overran and sweep.sweep_batch(
+        while not guard.overran and not interrupts.stopping_all() and sweep.sweep_batch(
             now, size, summary, watch=watch, decisions=decisions, pacer=pacer, ran=ran
         ):
             decisions = []

@@ -104,6 +104,8 @@ class WorkerProcess:
         # A child's claims are ``<token>/<child>/<claim>``: within the 64 characters of reserved_by.
         self.token = f"{sweep.WORKER_TOKEN_PREFIX}{self.name}"
         self.stopping = False
+        #: A second signal came: runs in flight are cut at once and handed back uncharged.
+        self.cold = False
         self.summary = TickSummary()
         self.listener = Listener() if Listener.available() else None
         self.pool: Pool | None = None
@@ -123,8 +125,15 @@ class WorkerProcess:
     # --- life cycle ----------------------------------------------------------------------
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if not self.stopping:
-            logger.info("worker %s: signal %s, stopping gracefully", self.name, signum)
+        if self.stopping and not self.cold:
+            # The second Ctrl-C or SIGTERM: stop at once (Celery's and db_worker's cold stop).
+            logger.warning("worker %s: signal %s again, stopping at once", self.name, signum)
+            self.cold = True
+        elif not self.stopping:
+            logger.info(
+                "worker %s: signal %s, stopping gracefully (runs in flight have %ss to finish; "
+                "the same signal again stops at once)", self.name, signum, setting("WORKER_GRACE_SECONDS"),
+            )
         self.stopping = True
 
     def run(self) -> int:
@@ -311,7 +320,9 @@ class WorkerProcess:
         assert self.pool is not None
         grace = float(setting("WORKER_GRACE_SECONDS"))
         now = self._with_db(db_now, give_up_after=10) or timezone.now()
-        self.unsettled.extend(self.pool.stop(grace, now, self.summary.counts.update))
+        self.unsettled.extend(self.pool.stop(
+            grace, now, self.summary.counts.update, cold=lambda: self.cold, also=[self._wakeup_read]
+        ))
         self._with_db(self._settle, give_up_after=60)
         if self.record is not None:
             record = self.record

@@ -238,7 +238,9 @@ def test_recent_errors__kept_with_time(make_thing, register, t0):
     job_for(make_thing(), "test.boom", now=t0)
     prescient.tick(t0)
     job = FutureJob.objects.get()
-    assert job.recent_errors == [{"at": t0.isoformat(), "error": "ZeroDivisionError: division by zero"}]
+    # Each entry also names its exception's class and the run it ended (1: the first run).
+    assert job.recent_errors == [{"at": t0.isoformat(), "error": "ZeroDivisionError: division by zero",
+                                  "exception_class_path": "builtins.ZeroDivisionError", "run": 1}]
 
 
 @pytest.mark.slow

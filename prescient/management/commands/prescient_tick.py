@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from django.core.management.base import CommandParser
 
+from prescient import interrupts
 from prescient.conf import setting
-from prescient.runtime.tick import tick
+from prescient.runtime.tick import operator_signals, tick
 
 from ._args import PrescientCommand, aware_datetime, memory_cap, positive_int
 
@@ -25,6 +27,12 @@ class Command(PrescientCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         # The watchdog ends this process (status 3) if a check will not stop at its timeout.
         # The checks run in this process: CHILD_MEMORY_MB caps it as it caps a worker's child.
-        with memory_cap(setting("CHILD_MEMORY_MB")):
+        # Ctrl-C or SIGTERM: the run in progress and the rest of its batch are handed back
+        # uncharged, what ran is written, and the tick exits 128 + the signal's number.
+        with memory_cap(setting("CHILD_MEMORY_MB")), operator_signals():
             summary = tick(options["now"], batch_size=options["batch_size"], watchdog=True)
+        signum = interrupts.operator_signal()
+        if signum:
+            self.say(f"{summary.line()} (stopped by {signal.Signals(signum).name}: what had not run was handed back)")
+            raise SystemExit(128 + signum)
         self.say(summary.line())
