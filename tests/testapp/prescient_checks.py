@@ -198,3 +198,45 @@ if os.environ.get("PRESCIENT_TEST_EXPECTATION"):
     from .rungs import declare
 
     declare()
+
+
+# --- poison jobs (tests/faults/test_poison.py, tests/runtime/test_poison_processes.py) ----------
+
+
+def _raise_handler(job: Any, check: Any, now: Any) -> None:
+    raise RuntimeError("the handler's own bug")
+
+
+def _naive_handler(job: Any, check: Any, now: Any) -> Any:
+    from datetime import datetime
+
+    return datetime(2030, 1, 1)  # naive, as a careless handler returns it
+
+
+@prescient.check("fault.poison", model="testapp.Thing")
+def fault_poison(thing: Thing, job: object) -> None:
+    """Raises what ``thing.name`` says: ``exit`` SystemExit(0), ``exit2`` SystemExit(2),
+    ``interrupt`` KeyboardInterrupt."""
+    _log_monotonic("fault.poison", thing)
+    if thing.name == "exit":
+        raise SystemExit(0)
+    if thing.name == "exit2":
+        raise SystemExit(2)
+    raise KeyboardInterrupt
+
+
+@prescient.check("fault.handler_raises", model="testapp.Thing", error_handler=_raise_handler)
+def fault_handler_raises(thing: Thing, job: object) -> None:
+    raise ValueError("a plain failure")
+
+
+@prescient.check("fault.handler_naive", model="testapp.Thing", error_handler=_naive_handler)
+def fault_handler_naive(thing: Thing, job: object) -> None:
+    raise ValueError("a plain failure")
+
+
+@prescient.check("fault.crash", model="testapp.Thing", error_handler=retry_now)
+def fault_crash(thing: Thing, job: object) -> None:
+    """Ends its process, every time."""
+    _log_monotonic("fault.crash", thing)
+    os._exit(1)
