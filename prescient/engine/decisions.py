@@ -73,6 +73,8 @@ class TickSummary:
     counts: Counter[str] = field(default_factory=Counter)
     #: The rescuer's share of ``counts``: shown by :meth:`line`, not counted as processed.
     rescued: Counter[str] = field(default_factory=Counter)
+    #: The operator's signal that stopped the pass before its end (0: none).
+    stopped_by: int = 0
 
     def add_rescued(self, counts: Counter[str]) -> None:
         """Add what the rescuer did (:func:`prescient.maintenance.rescuer.rescue`)."""

@@ -87,6 +87,13 @@ def _can_alarm() -> bool:
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
+def _on_operator_interrupt(signum: int, frame: FrameType | None) -> None:
+    """Ctrl-C while a job's code runs in a process that left SIGINT to Python (a shell, a
+    host's ``tick()``): the operator's, not the job's; the run is handed back."""
+    interrupts.stop_by_operator(signum)
+    raise Interrupted(signum)
+
+
 def _on_alarm(signum: int, frame: FrameType | None) -> None:
     store.cancel_current_query()
     raise CheckTimeout()
@@ -109,6 +116,9 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
     5 MB message writes 8 KB of log per run, not 5 MB.
     """
     alarm = _can_alarm()
+    # Where SIGINT is Python's own (not a worker's child, nor prescient_tick, which handle it), a
+    # Ctrl-C during the run raises KeyboardInterrupt in it: told apart from one the job raises.
+    operator_int = alarm and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     previous: Any = None
     result = RunResult()
     started = time.monotonic()
@@ -117,9 +127,13 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
             if alarm:
                 previous = signal.signal(signal.SIGALRM, _on_alarm)
                 signal.setitimer(signal.ITIMER_REAL, timeout)
+            if operator_int:
+                signal.signal(signal.SIGINT, _on_operator_interrupt)
             with interrupts.interruptible():
                 result.value = func(*args)
         finally:
+            if operator_int:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
             if alarm:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.signal(signal.SIGALRM, previous)

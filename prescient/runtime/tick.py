@@ -136,10 +136,12 @@ def operator_signals() -> Iterator[None]:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        with interrupts.managed():
+            yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        interrupts.reset()
 
 
 def tick(now: datetime | None = None, *, batch_size: int | None = None, watchdog: bool = False) -> TickSummary:
@@ -178,4 +180,10 @@ def tick(now: datetime | None = None, *, batch_size: int | None = None, watchdog
             decisions = []
     finally:
         guard.stop()
+    summary.stopped_by = interrupts.operator_signal()
+    if summary.stopped_by and not interrupts.is_managed():
+        # A Ctrl-C in a shell or a host's process: what ran is written, what had not run is
+        # handed back; then the caller is interrupted, as it expects.
+        interrupts.reset()
+        raise KeyboardInterrupt
     return summary

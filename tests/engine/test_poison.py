@@ -309,3 +309,35 @@ def test_a_value_whose_repr_raises__fails_the_run_with_a_type_error(register, ma
     assert row.exception_class_path == "builtins.TypeError"
     assert "Garbage whose repr raised SystemExit" in row.last_error
 
+
+
+# --- an operator's Ctrl-C ----------------------------------------------------------------------
+
+
+def test_ctrl_c_during_a_tick_in_process__hands_the_batch_back_uncharged_then_interrupts_the_caller(
+    register, make_thing, t0, batch_mates
+):
+    import os
+    import signal
+    import time
+
+    pressed_once: list[int] = []
+
+    def pressed(thing, job):
+        if not pressed_once:
+            pressed_once.append(job.pk)
+            os.kill(os.getpid(), signal.SIGINT)  # the operator's Ctrl-C, while the run waits
+            time.sleep(5)
+
+    register("test.ctrl_c", pressed)
+    job = prescient.schedule(make_thing(), "test.ctrl_c", now=t0 - SLOT)  # claimed first
+    with pytest.raises(KeyboardInterrupt):
+        prescient.tick(t0)
+    assert batch_mates == []  # claimed in the same batch, after it: handed back, not run
+    for pending in FutureJob.objects.all():
+        assert (pending.state, pending.reserved_by, pending.run_count, pending.failure_count) == (
+            State.SCHEDULED, "", 0, 0
+        )
+    assert FutureJob.objects.get(pk=job.pk).next_check_at == t0 - SLOT  # due as it was
+    # The next tick is not stopped by the last Ctrl-C: it runs all four.
+    assert prescient.tick(t0).counts["completed"] == 4

@@ -5,7 +5,6 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from prescient import interrupts
 from prescient.conf import setting
 from prescient.runtime.tick import operator_signals, tick
 
@@ -31,7 +30,7 @@ class Command(PrescientCommand):
         # uncharged, what ran is written, and the tick exits 128 + the signal's number.
         with memory_cap(setting("CHILD_MEMORY_MB")), operator_signals():
             summary = tick(options["now"], batch_size=options["batch_size"], watchdog=True)
-        signum = interrupts.operator_signal()
+        signum = summary.stopped_by
         if signum:
             self.say(f"{summary.line()} (stopped by {signal.Signals(signum).name}: what had not run was handed back)")
             raise SystemExit(128 + signum)
