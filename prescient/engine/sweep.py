@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
@@ -38,6 +38,10 @@ from .decisions import Decision, TickSummary, describe, failure
 from .kind import JobKind, get_kind
 
 logger = logging.getLogger(__name__)
+
+#: A lost or broken connection: the caller's to deal with (a worker's child reconnects and hands
+#: back what had not run), never a job's failure.
+DATABASE_DOWN = (OperationalError, InterfaceError)
 
 #: Reservations made by prescient_worker start with this; a worker renews its leases while it
 #: lives, so a stale one means the worker is gone and its claim can simply run again.
@@ -236,6 +240,8 @@ def prepare(jobs: Sequence[FutureJob]) -> dict[int, Any]:
             continue  # reported per job by run_one
         try:
             contexts.update(kind.prepare(group))
+        except DATABASE_DOWN:
+            raise  # the connection, not the jobs: the caller reconnects and hands them back
         except BaseException as exc:  # host code (a model's manager) ran: each job fails with it
             logger.error("loading what %s jobs of kind %s need raised %s", len(group), name, describe(exc))
             contexts.update((job.pk, Unprepared(exc)) for job in group)
@@ -262,6 +268,8 @@ def run_one(job: FutureJob, context: Any, now: datetime) -> Decision:
             else:
                 try:
                     decision = kind.run(job, context, now)
+                except DATABASE_DOWN:
+                    raise  # the connection, not the job: the caller reconnects and hands it back
                 except BaseException as exc:  # the backstop: never lose a job, nor stop the process
                     logger.exception("job id=%s: its kind %r raised", job.pk, job.kind)
                     decision = failure(
