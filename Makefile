@@ -16,6 +16,10 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/prescient
 STAMP = .tmp/.installed-$(notdir $(1))
 DEMO_STAMP = .tmp/.installed-demo-$(notdir $(VENV))
 PORT ?= 8000
+# Give the venv $(1) a pip when it has none (`make demo` makes .venv without one): ensurepip has
+# no -q (its output goes to /dev/null, errors still show) and needs --default-pip for bin/pip.
+ENSURE_PIP = { $(1)/bin/python -m pip --version >/dev/null 2>&1 || \
+  { echo "adding pip to $(1)"; $(1)/bin/python -m ensurepip --upgrade --default-pip >/dev/null; }; }
 
 .PHONY: demo setup-demo test test-fast test-django6 test-django52 setup setup52 postgres chromium lint clean bench bench-quick faults
 
@@ -23,8 +27,8 @@ $(call STAMP,$(VENV)): pyproject.toml
 	@mkdir -p .tmp
 	@py=$$(scripts/find-python 3.12 3.14) || { echo "Django 6 needs Python 3.12+"; exit 1; }; \
 	  [ -x $(VENV)/bin/python ] || { echo "setting up $(VENV) with $$py"; $$py -m venv $(VENV); }
-	@[ -x $(VENV)/bin/pip ] || $(VENV)/bin/python -m ensurepip -q  # a .venv made by `make demo` has no pip
-	$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[dev,browser,bench]" "Django>=6,<7"
+	@$(call ENSURE_PIP,$(VENV))  # a .venv made by `make demo` has no pip
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,browser,bench]" "Django>=6,<7"
 	@touch $@
 
 # The demo's packages only (prescient's dependencies and the `demo` extra, scripts/demo-requirements):
@@ -40,15 +44,16 @@ $(DEMO_STAMP): pyproject.toml
 	  echo "installing the demo's packages: $$(tr '\n' ' ' < .tmp/demo-requirements.txt)" && \
 	  { $$py -m pip --python $(VENV)/bin/python install -q --disable-pip-version-check \
 	      -r .tmp/demo-requirements.txt "Django>=6,<7" || \
-	    { [ -x $(VENV)/bin/pip ] || $(VENV)/bin/python -m ensurepip -q; \
-	      $(VENV)/bin/pip install -q --disable-pip-version-check -r .tmp/demo-requirements.txt "Django>=6,<7"; }; } && \
+	    { $(call ENSURE_PIP,$(VENV)) && \
+	      $(VENV)/bin/python -m pip install -q --disable-pip-version-check -r .tmp/demo-requirements.txt "Django>=6,<7"; }; } && \
 	  touch $@
 
 $(call STAMP,$(VENV52)): pyproject.toml
 	@mkdir -p .tmp
 	@py=$$(scripts/find-python 3.11 3.11 || scripts/find-python 3.12 3.13) || exit 1; \
 	  [ -x $(VENV52)/bin/python ] || { echo "setting up $(VENV52) with $$py"; $$py -m venv $(VENV52); }
-	$(VENV52)/bin/pip install -q --disable-pip-version-check -e ".[dev,browser]" "Django>=5.2,<5.3"
+	@$(call ENSURE_PIP,$(VENV52))
+	$(VENV52)/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,browser]" "Django>=5.2,<5.3"
 	@touch $@
 
 setup: $(call STAMP,$(VENV))

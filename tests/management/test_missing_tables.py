@@ -29,14 +29,15 @@ COMMANDS = [
 
 @pytest.fixture
 def empty_database(tmp_path) -> Iterator[dict[str, str]]:
-    """The environment of a process whose database exists but was never migrated."""
+    """The environment of a process whose database exists but was never migrated. On PostgreSQL,
+    a database beside the test database, named after it (``test_<PG_URL's name>_empty_<hex>``):
+    ``make test`` makes no database that is not named after PG_URL's (scripts/cluster-guard)."""
     env = database_env()
     if connection.vendor == "postgresql":
         import psycopg
 
-        name = f"prescient_empty_{uuid.uuid4().hex[:8]}"
-        url = env["DATABASE_URL"]
-        server = url.rsplit("/", 1)[0]
+        server, test_database = env["DATABASE_URL"].rsplit("/", 1)
+        name = f"{test_database}_empty_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
             admin.execute(f'CREATE DATABASE "{name}"')
         env["DATABASE_URL"] = f"{server}/{name}"
