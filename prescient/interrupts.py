@@ -27,8 +27,6 @@ class _Operator:
     signum = 0
     #: Whether the main thread is inside a job's own code (see :func:`interruptible`).
     in_run = False
-    #: Whether the caller handles operator signals itself (``prescient_tick``): see :func:`managed`.
-    managed = False
 
 
 _operator = _Operator()
@@ -92,22 +90,6 @@ def interruptible() -> Iterator[None]:
         yield
     finally:
         _operator.in_run = False
-
-
-@contextmanager
-def managed() -> Iterator[None]:
-    """For the ``with`` block, the caller handles operator signals (it installed handlers that
-    call :func:`stop_by_operator`) and reads :func:`operator_signal` afterwards itself."""
-    _operator.managed = True
-    try:
-        yield
-    finally:
-        _operator.managed = False
-
-
-def is_managed() -> bool:
-    """Whether a caller handles operator signals (see :func:`managed`)."""
-    return _operator.managed
 
 
 def reset() -> None:

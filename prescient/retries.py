@@ -20,7 +20,6 @@ after the boundary. ``error_rate`` counts the errors themselves by their real ti
 
 from __future__ import annotations
 
-import functools
 import inspect
 import logging
 from collections.abc import Callable
@@ -42,7 +41,6 @@ logger = logging.getLogger(__name__)
 ErrorHandler = Callable[..., datetime | None]
 
 
-@functools.lru_cache(maxsize=256)
 def _takes_exception(handler: Callable[..., Any]) -> bool:
     try:
         parameters = inspect.signature(handler).parameters.values()
@@ -55,11 +53,7 @@ def call_handler(
     handler: ErrorHandler, job: FutureJob, check: Check | None, now: datetime, exception: BaseException | None
 ) -> datetime | None:
     """Ask ``handler`` when to retry, giving it the exception when it takes one."""
-    try:
-        takes = _takes_exception(handler)
-    except TypeError:  # unhashable callable
-        takes = False
-    if takes:
+    if _takes_exception(handler):
         return handler(job, check, now, exception=exception)
     return handler(job, check, now)
 

@@ -96,8 +96,12 @@ class TickSummary:
 
 
 def describe(exc: BaseException) -> str:
-    """``TypeName: message`` of an exception, for the job's error fields."""
-    text = str(exc)
+    """``TypeName: message`` of an exception, for the job's error fields (whatever its
+    ``__str__`` does: it is host code)."""
+    try:
+        text = str(exc)
+    except BaseException as failed:
+        text = f"<its str() raised {type(failed).__name__}>"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -125,7 +129,8 @@ def record_error(job: FutureJob, error: str, now: datetime, exception_path: str 
     entry: dict[str, Any] = {"at": now.isoformat(), "error": error}
     if exception_path:
         entry["exception_class_path"] = clean_text(exception_path, 300)
-        entry["run"] = job.run_count + (1 if ran else 0)
+    if ran:
+        entry["run"] = job.run_count + 1  # counted when the run settles
     job.recent_errors = ([*job.recent_errors, entry])[-kept:] if kept else []
 
 
@@ -194,6 +199,18 @@ def failure(
     return decision
 
 
+def _not_a_time(value: Any) -> str:
+    """What ``value`` is when it is not an aware datetime (in words), or ""."""
+    try:
+        if isinstance(value, datetime):
+            if value.tzinfo is not None and value.utcoffset() is not None:
+                return ""
+            return f"a naive datetime ({value.isoformat()})"
+    except BaseException as exc:  # a tzinfo or subclass of the host's
+        return f"a datetime whose time zone raised {type(exc).__name__}"
+    return f"{type(value).__name__} ({safe_repr(value)})"
+
+
 def _ask_handler(
     decision: Decision, definition: Check | None, now: datetime, exception: BaseException | None
 ) -> tuple[datetime | None, str]:
@@ -218,10 +235,8 @@ def _ask_handler(
         return None, clean_text(why, 2000)
     if retry_at is None:
         return None, ""
-    if not isinstance(retry_at, datetime) or retry_at.tzinfo is None or retry_at.utcoffset() is None:
-        what = f"a naive datetime ({retry_at.isoformat()})" if isinstance(retry_at, datetime) else (
-            f"{type(retry_at).__name__} ({retry_at!r:.80})"
-        )
+    what = _not_a_time(retry_at)
+    if what:
         why = f"{name} returned {what}; it must return an aware datetime or None"
         logger.error("job id=%s (%s) failed: %s", job.pk, job.job_exec, why)
         return None, clean_text(why, 2000)

@@ -87,13 +87,6 @@ def _can_alarm() -> bool:
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
-def _on_operator_interrupt(signum: int, frame: FrameType | None) -> None:
-    """Ctrl-C while a job's code runs in a process that left SIGINT to Python (a shell, a
-    host's ``tick()``): the operator's, not the job's; the run is handed back."""
-    interrupts.stop_by_operator(signum)
-    raise Interrupted(signum)
-
-
 def _on_alarm(signum: int, frame: FrameType | None) -> None:
     store.cancel_current_query()
     raise CheckTimeout()
@@ -116,9 +109,6 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
     5 MB message writes 8 KB of log per run, not 5 MB.
     """
     alarm = _can_alarm()
-    # Where SIGINT is Python's own (not a worker's child, nor prescient_tick, which handle it), a
-    # Ctrl-C during the run raises KeyboardInterrupt in it: told apart from one the job raises.
-    operator_int = alarm and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     previous: Any = None
     result = RunResult()
     started = time.monotonic()
@@ -127,16 +117,16 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
             if alarm:
                 previous = signal.signal(signal.SIGALRM, _on_alarm)
                 signal.setitimer(signal.ITIMER_REAL, timeout)
-            if operator_int:
-                signal.signal(signal.SIGINT, _on_operator_interrupt)
+            # An operator's signal while the code runs (prescient_tick, or prescient.tick() in a
+            # shell: see runtime.tick.operator_signals) raises Interrupted here, and only here.
             with interrupts.interruptible():
                 result.value = func(*args)
         finally:
-            if operator_int:
-                signal.signal(signal.SIGINT, signal.default_int_handler)
             if alarm:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                signal.signal(signal.SIGALRM, previous)
+                try:  # disarmed first: an alarm that fires now cannot skip the handler's restore
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                finally:
+                    signal.signal(signal.SIGALRM, previous)
     except CheckTimeout as exc:
         result.timed_out, result.exception = True, exc
     except Interrupted:
@@ -146,7 +136,10 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
         result.released = True
         logger.info("%s released its claim%s", label, f": {exc.reason}" if exc.reason else "")
     except BaseException as exc:  # a job's code may raise anything: a failed run, never a crash
-        _raised(result, exc, label)
+        if isinstance(exc, KeyboardInterrupt) and interrupts.operator_signal():
+            result.interrupted = True  # the operator's second Ctrl-C, through Python's own handler
+        else:
+            _raised(result, exc, label)
     result.seconds = time.monotonic() - started
     if not result.timed_out and not result.interrupted and result.seconds > timeout:
         result.timed_out = True  # could not be interrupted (not the main thread): still a failure

@@ -243,6 +243,8 @@ def prepare(jobs: Sequence[FutureJob]) -> dict[int, Any]:
         except DATABASE_DOWN:
             raise  # the connection, not the jobs: the caller reconnects and hands them back
         except BaseException as exc:  # host code (a model's manager) ran: each job fails with it
+            if interrupts.operator_signal():
+                continue  # an operator's Ctrl-C: run_group hands every job back
             logger.error("loading what %s jobs of kind %s need raised %s", len(group), name, describe(exc))
             contexts.update((job.pk, Unprepared(exc)) for job in group)
     return contexts
@@ -271,11 +273,14 @@ def run_one(job: FutureJob, context: Any, now: datetime) -> Decision:
                 except DATABASE_DOWN:
                     raise  # the connection, not the job: the caller reconnects and hands it back
                 except BaseException as exc:  # the backstop: never lose a job, nor stop the process
-                    logger.exception("job id=%s: its kind %r raised", job.pk, job.kind)
-                    decision = failure(
-                        Decision(job=job, event=Event.FINISH, ran=True), definition_of(job), describe(exc), now,
-                        exception=exc, traceback="".join(traceback.format_exception(exc)),
-                    )
+                    if isinstance(exc, KeyboardInterrupt) and interrupts.operator_signal():
+                        decision = hand_back(job)  # the operator's, not the job's
+                    else:
+                        logger.exception("job id=%s: its kind %r raised", job.pk, job.kind)
+                        decision = failure(
+                            Decision(job=job, event=Event.FINISH, ran=True), definition_of(job), describe(exc), now,
+                            exception=exc, traceback="".join(traceback.format_exception(exc)),
+                        )
         span.record(decision)
     return decision
 
@@ -292,6 +297,8 @@ def failed_run(job: FutureJob, exception: BaseException, now: datetime, seconds:
         get_kind(job.kind).after_failed_run(decision, now)
     except PrescientError:
         pass
+    except BaseException:  # host code (a task's signal receivers), here in a worker's main process
+        logger.exception("job id=%s: what follows its failed run raised; the failure stands", job.pk)
     return decision
 
 

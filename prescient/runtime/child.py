@@ -72,8 +72,10 @@ def main(
     _die_with_parent()
     if os.getppid() != parent:  # the worker died before prctl took effect
         os._exit(1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when to stop
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # The worker decides when to stop: a SIGINT or SIGTERM sent to the whole process group (a
+    # terminal's Ctrl-C, systemd's default KillMode) must not cut the runs of its grace period.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     import django
 

@@ -284,16 +284,23 @@ class Pool:
         why = "a second signal" if cold() else "the end of the grace period"
         for child in list(self.children):
             lingering = child.process.is_alive()
+            pk, _, _, _ = child.slot.read()
             if lingering:
-                pk, _, _, _ = child.slot.read()
                 child.process.kill()
                 if pk:
                     logger.warning("job id=%s: its run was cut by %s and is handed back uncharged", pk, why)
             child.process.join(5)
-            if lingering or child.process.exitcode != 0:
-                charges.extend(self._charge(child, now, None))
-                if lingering:
-                    logger.warning("a child did not finish before %s; its claims are handed back", why)
+            code = child.process.exitcode
+            if lingering:
+                held = self._charge(child, now, None)
+                logger.warning(
+                    "a child did not finish before %s; its %s claimed jobs are handed back (any that had "
+                    "run and were not yet written run again)", why, sum(len(decisions) for _, decisions in held),
+                )
+                charges.extend(held)
+            elif code != 0:  # it died during the grace period: its run in flight ended it
+                died = ChildDied(f"its process exited with code {code}") if pk else None
+                charges.extend(self._charge(child, now, died))
             self._close(child)
         self.children = []
         return charges

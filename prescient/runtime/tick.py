@@ -118,15 +118,22 @@ class Guard(threading.Thread):
 
 
 @contextmanager
-def operator_signals() -> Iterator[None]:
+def operator_signals(signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
     """While the ``with`` block runs (a tick), an operator's Ctrl-C or SIGTERM stops the tick
     cleanly: the run in progress is handed back uncharged (it raises
-    :class:`~prescient.exceptions.Interrupted` inside that run), nothing more starts, and what the
-    batch has is written; :func:`prescient.interrupts.operator_signal` then names the signal. A
-    second signal ends the process at once (its claim is left to the stale-claim rule)."""
+    :class:`~prescient.exceptions.Interrupted` inside that run, and only there: a signal outside
+    the job's own code stops the tick after the step in progress), nothing more starts, and what
+    the batch has is written; the summary's ``stopped_by`` names the signal. A second signal
+    does what it did before (Python's KeyboardInterrupt in a shell; otherwise the process ends
+    at once, its claim left to the stale-claim rule). Call it in the main thread."""
+    previous = {sig: signal.getsignal(sig) for sig in signals}
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         if interrupts.operator_signal():
+            before = previous[signum]
+            if callable(before):
+                before(signum, frame)  # Python's own: KeyboardInterrupt
+                return
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
@@ -134,14 +141,23 @@ def operator_signals() -> Iterator[None]:
         if interrupts.stop_by_operator(signum):
             raise Interrupted(signum)
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in signals:
+        signal.signal(sig, on_signal)
     try:
-        with interrupts.managed():
-            yield
+        yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         interrupts.reset()
+
+
+def _sigint_is_pythons() -> bool:
+    """Whether Ctrl-C would raise KeyboardInterrupt here (a shell, a host's process), where
+    :func:`tick` takes it for the length of the pass."""
+    return (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
 
 
 def tick(now: datetime | None = None, *, batch_size: int | None = None, watchdog: bool = False) -> TickSummary:
@@ -154,6 +170,19 @@ def tick(now: datetime | None = None, *, batch_size: int | None = None, watchdog
     """
     if now is not None:
         slots.require_aware(now, "now")
+    if not _sigint_is_pythons():
+        return _tick(now, batch_size, watchdog)
+    # A Ctrl-C in a shell or a host's process: what ran is written and what had not run is
+    # handed back uncharged (it is the operator's, not a job's failure); then the caller is
+    # interrupted, as it expects.
+    with operator_signals((signal.SIGINT,)):
+        summary = _tick(now, batch_size, watchdog)
+    if summary.stopped_by:
+        raise KeyboardInterrupt
+    return summary
+
+
+def _tick(now: datetime | None, batch_size: int | None, watchdog: bool) -> TickSummary:
     survey = sweep.survey(now)  # one query: what is due, what is stale, the database's time
     assert survey.clock is not None
     now = survey.clock if now is None else now
@@ -163,6 +192,7 @@ def tick(now: datetime | None = None, *, batch_size: int | None = None, watchdog
     done = run_due(now, survey=survey, said=rescued)
     summary.add_rescued(rescued)
     if not survey.due and not done.get(Producer.name):  # occurrences just produced are due
+        summary.stopped_by = interrupts.operator_signal()
         return summary
     guard = Guard(now, watchdog=watchdog)
     guard.start()
@@ -181,9 +211,4 @@ def tick(now: datetime | None = None, *, batch_size: int | None = None, watchdog
     finally:
         guard.stop()
     summary.stopped_by = interrupts.operator_signal()
-    if summary.stopped_by and not interrupts.is_managed():
-        # A Ctrl-C in a shell or a host's process: what ran is written, what had not run is
-        # handed back; then the caller is interrupted, as it expects.
-        interrupts.reset()
-        raise KeyboardInterrupt
     return summary

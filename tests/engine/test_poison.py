@@ -341,3 +341,68 @@ def test_ctrl_c_during_a_tick_in_process__hands_the_batch_back_uncharged_then_in
     assert FutureJob.objects.get(pk=job.pk).next_check_at == t0 - SLOT  # due as it was
     # The next tick is not stopped by the last Ctrl-C: it runs all four.
     assert prescient.tick(t0).counts["completed"] == 4
+
+
+def test_ctrl_c_while_a_batch_loads__hands_it_back_uncharged(register, make_thing, t0, batch_mates, monkeypatch):
+    import os
+    import signal
+
+    from prescient.kinds import checks as check_kind
+
+    loaded = check_kind.load_entities
+
+    def pressed(jobs):
+        os.kill(os.getpid(), signal.SIGINT)  # outside any job's code: stops the tick after this step
+        return loaded(jobs)
+
+    monkeypatch.setattr(check_kind, "load_entities", pressed)
+    with pytest.raises(KeyboardInterrupt):
+        prescient.tick(t0)
+    assert batch_mates == []
+    assert [(j.state, j.reserved_by, j.failure_count) for j in FutureJob.objects.all()] == [(State.SCHEDULED, "", 0)] * 3
+
+
+def test_a_second_ctrl_c__interrupts_at_once_and_leaves_nothing_set_for_the_next_tick(
+    register, make_thing, t0, batch_mates, monkeypatch
+):
+    import os
+    import signal
+
+    from prescient import interrupts
+    from prescient.kinds import checks as check_kind
+
+    def pressed_twice(jobs):
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)  # Python's own handler again: KeyboardInterrupt here
+        raise AssertionError("not reached")
+
+    monkeypatch.setattr(check_kind, "load_entities", pressed_twice)
+    with pytest.raises(KeyboardInterrupt):
+        prescient.tick(t0)
+    assert (interrupts.operator_signal(), interrupts.stopping_all()) == (0, False)
+    assert [(j.state, j.failure_count) for j in FutureJob.objects.all()] == [(State.SCHEDULED, 0)] * 3
+    monkeypatch.undo()
+    assert prescient.tick(t0).counts["completed"] == 3
+
+
+def test_an_error_handler_returning_a_value_whose_repr_raises__fails_the_job(register, make_thing, t0, batch_mates):
+    class Garbage:
+        def __repr__(self):
+            raise RuntimeError("repr")
+
+    register("test.poison", raiser(ValueError("boom")), error_handler=lambda job, check, now: Garbage())
+    prescient.schedule(make_thing(), "test.poison", now=t0)
+    assert prescient.tick(t0).counts["failed"] == 1
+    assert "returned Garbage (<Garbage whose repr raised RuntimeError>)" in JobHistory.objects.get(job_exec="test.poison").reason
+
+
+def test_an_exception_whose_str_raises__is_recorded_with_its_own_class(register, make_thing, t0):
+    class Mute(Exception):
+        def __str__(self):
+            raise RuntimeError("str")
+
+    register("test.poison", raiser(Mute()), max_retries=0)
+    prescient.schedule(make_thing(), "test.poison", now=t0)
+    assert prescient.tick(t0).counts["failed"] == 1
+    row = JobHistory.objects.get()
+    assert row.exception_class_path.endswith("Mute") and row.last_error.startswith("Mute: <its str() raised")

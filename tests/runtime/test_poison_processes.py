@@ -41,7 +41,8 @@ def test_a_tick_with_system_exit_and_keyboard_interrupt_jobs__charges_them_and_r
         job = FutureJob.objects.get(entity_key=str(thing.pk))
         assert (job.state, job.reserved_by, job.run_count, job.failure_count) == (State.SCHEDULED, "", 1, 1)
         assert job.recent_errors[-1]["exception_class_path"] == path
-    assert FutureJob.objects.get(entity_key=str(exit2.pk)).last_error.startswith("SystemExit: 2 (raised by fault.poison")
+    exit2_error = FutureJob.objects.get(entity_key=str(exit2.pk)).last_error
+    assert exit2_error.startswith("SystemExit: 2 (raised by fault.poison")
     assert "raise SystemExit(2)" in err  # its traceback, logged
 
 
