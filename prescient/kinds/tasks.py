@@ -36,7 +36,7 @@ from django.utils.translation import gettext
 from prescient import checks, diagnostics
 from prescient.checks import Check
 from prescient.cleaning import clean_text, unstorable
-from prescient.conf import option_problems
+from prescient.conf import BACKEND_PATH, option_problems
 from prescient.engine import runner, store
 from prescient.engine.decisions import RUN_FAILED, Decision, describe, failure
 from prescient.engine.kind import JobKind
@@ -55,7 +55,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-BACKEND_PATH = "prescient.tasks.PrescientBackend"
 #: The ``entity_name`` of task jobs: they are about no entity.
 TASK_ENTITY = "prescient.task"
 #: Prefix of the check name of a task job: ``task:<module path>``.
