@@ -173,6 +173,7 @@ class PrescientBackend(BaseTaskBackend):
         """
         self._require_app()
         from prescient.engine import dependencies, store  # see the module's docstring
+        from prescient.kinds import task_results
         from prescient.kinds import tasks as kind
 
         parents, policy = dependencies.parent_ids(after), dependencies.policy(on_parent_failure)
@@ -205,13 +206,14 @@ class PrescientBackend(BaseTaskBackend):
                 store.insert(job)
                 dependencies.attach([job.pk], parents, policy, now)
                 store.notify()
-        result = kind.result_of(job, task, TaskResultStatus.READY)
+        result = task_results.result_of(job, task, TaskResultStatus.READY)
         task_enqueued.send(type(self), task_result=result)
         return result
 
     def get_result(self, result_id: str) -> AnyResult:
         self._require_app()
-        from prescient.kinds import tasks as kind  # see the module's docstring
+        from prescient.kinds import task_results  # see the module's docstring
+        from prescient.kinds import tasks as kind
         from prescient.models import FutureJob, JobHistory
 
         try:
@@ -221,12 +223,12 @@ class PrescientBackend(BaseTaskBackend):
         job = FutureJob.objects.filter(pk=pk, kind=kind.TaskKind.name).first()
         if job is not None:
             status = TaskResultStatus.RUNNING if job.reserved_by else TaskResultStatus.READY
-            return kind.result_of(job, _task_of(job), status)
+            return task_results.result_of(job, _task_of(job), status)
         row = JobHistory.objects.filter(job_id=pk, kind=kind.TaskKind.name).first()
         if row is None:
             raise TaskResultDoesNotExist(result_id)
         status = TaskResultStatus.SUCCESSFUL if row.outcome == Outcome.COMPLETED else TaskResultStatus.FAILED
-        return kind.result_of(row, _task_of(row), status)
+        return task_results.result_of(row, _task_of(row), status)
 
 
 def enqueue_after(

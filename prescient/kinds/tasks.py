@@ -3,8 +3,9 @@
 A task job is about no entity (its ``entity_name`` is :data:`TASK_ENTITY`, its key a random
 id); its check name is ``task:<module path>``. Its arguments, attempts and return value travel
 in ``payload``. This module knows the tasks (by module path), runs one under its timeout,
-shapes its errors as django.tasks ``TaskError`` entries, retries it at once rather than at the
-next slot, and sends ``task_started`` / ``task_finished``.
+retries it at once rather than at the next slot, and sends ``task_started`` /
+``task_finished``. How a task job reads as a django.tasks result (attempts, ``TaskError``
+entries) is :mod:`.task_results`.
 
 Nothing is imported from a string kept in the database unless it is safe: a task's module is
 imported on demand only when it belongs to an installed app's package, and what it names must
@@ -25,7 +26,6 @@ from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage
 from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
-from django.tasks.base import TaskError
 from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 from django.utils.html import format_html
@@ -35,7 +35,7 @@ from django.utils.translation import gettext
 
 from prescient import checks, diagnostics
 from prescient.checks import Check
-from prescient.cleaning import clean_text, unstorable
+from prescient.cleaning import unstorable
 from prescient.conf import BACKEND_PATH, option_problems
 from prescient.engine import runner, store
 from prescient.engine.decisions import RUN_FAILED, Decision, describe, failure
@@ -43,6 +43,8 @@ from prescient.engine.kind import JobKind
 from prescient.exceptions import PrescientError, UnknownCheck
 from prescient.models import FutureJob, JobHistory
 from prescient.states import Event, Outcome
+
+from .task_results import detail_error, note_attempt, result_of
 
 if TYPE_CHECKING:
     from django.contrib.admin import AdminSite
@@ -213,50 +215,6 @@ def new_job(task: AnyTask, backend_alias: str, args: list[Any], kwargs: dict[str
     )
 
 
-# --- results -----------------------------------------------------------------------------------
-
-
-def _when(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
-
-
-def _errors(entries: list[Any]) -> list[TaskError]:
-    errors = []
-    for entry in entries or []:
-        if not isinstance(entry, dict):
-            continue
-        errors.append(
-            TaskError(
-                # As the failed run recorded it (_detail_error); never guessed from the text.
-                exception_class_path=entry.get("exception_class_path") or RUN_FAILED,
-                traceback=entry.get("traceback") or str(entry.get("error", "")),
-            )
-        )
-    return errors
-
-
-def result_of(row: FutureJob | JobHistory, task: Task[_P, _R], status: TaskResultStatus) -> TaskResult[_P, _R]:
-    """The django.tasks TaskResult of a job or history row."""
-    payload = row.payload or {}
-    result: TaskResult[_P, _R] = TaskResult(
-        task=task,
-        id=str(row.job_id if isinstance(row, JobHistory) else row.pk),
-        status=status,
-        enqueued_at=row.created_at,
-        started_at=_when(payload.get("started_at")),
-        finished_at=row.finished_at if isinstance(row, JobHistory) else None,
-        last_attempted_at=_when(payload.get("last_attempted_at")),
-        args=payload.get("args", []),
-        kwargs=payload.get("kwargs", {}),
-        backend=payload.get("backend", task.backend),
-        errors=_errors(row.errors if isinstance(row, JobHistory) else row.recent_errors),
-        worker_ids=list(payload.get("worker_ids", [])),
-    )
-    if status == TaskResultStatus.SUCCESSFUL:
-        object.__setattr__(result, "_return_value", payload.get("return_value"))
-    return result
-
-
 # --- running -----------------------------------------------------------------------------------
 
 
@@ -267,29 +225,6 @@ def _invoke(task: AnyTask, job: FutureJob) -> Any:
         context: TaskContext[..., Any] = TaskContext(task_result=result_of(job, task, TaskResultStatus.RUNNING))
         return task.call(context, *args, **kwargs)
     return task.call(*args, **kwargs)
-
-
-def _note_attempt(job: FutureJob, at: datetime) -> None:
-    """Count one attempt per claim: the claim's token is the worker id of the attempt."""
-    payload = dict(job.payload or {})
-    ids = list(payload.get("worker_ids", []))
-    if job.reserved_by and (not ids or ids[-1] != job.reserved_by):
-        ids.append(job.reserved_by)
-        payload["last_attempted_at"] = at.isoformat()
-        payload["started_at"] = payload.get("started_at") or at.isoformat()
-    payload["worker_ids"] = ids
-    job.payload = payload
-
-
-def _detail_error(job: FutureJob, exception_path: str, traceback: str) -> None:
-    """Give the error just recorded on ``job`` the shape of a django.tasks TaskError, from the
-    failure's data (see :func:`prescient.engine.decisions.failure`)."""
-    if job.recent_errors and isinstance(job.recent_errors[-1], dict):
-        last = job.recent_errors[-1]
-        job.recent_errors[-1] = {
-            **last, "exception_class_path": clean_text(exception_path or RUN_FAILED, 300),
-            "traceback": clean_text(traceback) if traceback else last.get("error", ""),
-        }
 
 
 def _retry_soon(decision: Decision, check: Check | None, now: datetime) -> None:
@@ -332,11 +267,11 @@ class TaskKind(JobKind):
             check = self.definition(job)
         except PrescientError as exc:
             decision = failure(Decision(job=job, event=Event.FINISH), None, describe(exc), now, exception=exc)
-            _detail_error(job, decision.exception_path, decision.traceback)
+            detail_error(job, decision.exception_path, decision.traceback)
             _retry_soon(decision, None, now)
             return decision
         task: AnyTask = check.options["task"]
-        _note_attempt(job, timezone.now())
+        note_attempt(job, timezone.now())
         task_started.send(type(task.get_backend()), task_result=result_of(job, task, TaskResultStatus.RUNNING))
         outcome = runner.call(_invoke, (task, job), check.timeout, f"{check.name}[{job.pk}]")
         decision = Decision(job=job, event=Event.FINISH, seconds=outcome.seconds, ran=True)
@@ -346,14 +281,14 @@ class TaskKind(JobKind):
         if outcome.failed:
             decision = failure(decision, check, outcome.error, now, exception=outcome.exception,
                                exception_path=outcome.exception_path, traceback=outcome.traceback)
-            _detail_error(job, decision.exception_path, decision.traceback)
+            detail_error(job, decision.exception_path, decision.traceback)
         else:
             try:
                 value = as_json(outcome.value)
             except Exception as exc:
                 bad = TypeError(f"task {task.module_path} returned a value that is not JSON ({exc})")
                 decision = failure(decision, check, describe(bad), now, exception=bad)
-                _detail_error(job, decision.exception_path, decision.traceback)
+                detail_error(job, decision.exception_path, decision.traceback)
             else:
                 job.payload = {**(job.payload or {}), "return_value": value}
                 decision.outcome = Outcome.COMPLETED
@@ -367,14 +302,14 @@ class TaskKind(JobKind):
             check: Check | None = self.definition(job)
         except PrescientError:
             check = None
-        _note_attempt(job, now)
-        _detail_error(job, decision.exception_path, decision.traceback)
+        note_attempt(job, now)
+        detail_error(job, decision.exception_path, decision.traceback)
         _retry_soon(decision, check, now)
         _finished(decision, None if check is None else check.options.get("task"))
 
     def after_lost_run(self, job: FutureJob, now: datetime) -> None:
-        _note_attempt(job, now)
-        _detail_error(job, RUN_FAILED, job.last_error)
+        note_attempt(job, now)
+        detail_error(job, RUN_FAILED, job.last_error)
 
     def retry(self, row: JobHistory) -> str:
         """Enqueue a finished task again, with the arguments, queue and priority it had."""
