@@ -211,6 +211,9 @@ class PrescientBackend(BaseTaskBackend):
         return result
 
     def get_result(self, result_id: str) -> AnyResult:
+        """The result of the task ``result_id``: ``RUNNING`` from the statement that starts its
+        run (with that run's start and worker id), ``READY`` while it waits (claimed but not yet
+        started included), then ``SUCCESSFUL`` or ``FAILED`` from its history row."""
         self._require_app()
         from prescient.kinds import task_results  # see the module's docstring
         from prescient.kinds import tasks as kind
@@ -222,7 +225,8 @@ class PrescientBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(result_id) from None
         job = FutureJob.objects.filter(pk=pk, kind=kind.TaskKind.name).first()
         if job is not None:
-            status = TaskResultStatus.RUNNING if job.reserved_by else TaskResultStatus.READY
+            started = bool(job.reserved_by) and job.run_started_at is not None
+            status = TaskResultStatus.RUNNING if started else TaskResultStatus.READY
             return task_results.result_of(job, _task_of(job), status)
         row = JobHistory.objects.filter(job_id=pk, kind=kind.TaskKind.name).first()
         if row is None:
