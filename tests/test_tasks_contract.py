@@ -21,7 +21,9 @@ import pytest
 
 pytest.importorskip("django.tasks")
 
+from asgiref.sync import async_to_sync, sync_to_async
 from django.tasks import TaskResultStatus
+from django.tasks.exceptions import TaskResultDoesNotExist
 from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 
@@ -252,6 +254,26 @@ def test_task_error__of_a_timeout_shows_where_the_run_was_stopped():
     assert text.startswith("Traceback (most recent call last):\n")
     assert "in sleeps\n    time.sleep(seconds)" in text
     assert text.endswith("ran longer than its timeout of 1s\n")
+
+
+# --- results from async code -----------------------------------------------------------------
+
+
+def test_async_api__reads_results_from_async_code():
+    """Results live in the database: from async code they are read with Django's async API
+    (a sync get_result or refresh there is refused by Django: SynchronousOnlyOperation)."""
+
+    async def scenario():
+        result = await tasks.add.aenqueue(2, 3)
+        with pytest.raises(TaskResultDoesNotExist):
+            await tasks.add.aget_result("123456789")
+        await sync_to_async(prescient.tick)()
+        await result.arefresh()
+        return result, await tasks.add.aget_result(result.id)
+
+    result, fetched = async_to_sync(scenario)()
+    assert (result.status, result.return_value) == (SUCCESSFUL, 5)
+    assert fetched == result
 
 
 # --- backend.check() -------------------------------------------------------------------------
