@@ -28,8 +28,9 @@ from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 
 import prescient
-from prescient.engine import store
-from prescient.exceptions import CheckTimeout
+from prescient.engine import store, sweep
+from prescient.engine.decisions import TickSummary
+from prescient.exceptions import CheckTimeout, ChildDied
 from prescient.models import FutureJob, JobHistory
 from tests.conftest import ROOT
 from tests.runtime.test_worker import Workers, wait_until
@@ -98,6 +99,31 @@ def test_finished_at__of_a_task_killed_between_runs_is_when_it_was_killed():
     result.refresh()
     assert result.status == FAILED
     assert result.started_at <= result.finished_at == killed_at
+
+
+def test_finished_at__of_a_run_whose_process_died_is_its_start_plus_the_time_it_ran():
+    """A run its worker's supervisor charges (its process died, or was killed overrunning) is
+    dated from its start, by the time the supervisor saw it run, and announced."""
+    announced = []
+
+    def receiver(sender, task_result, **kwargs):
+        announced.append(task_result)
+
+    task_finished.connect(receiver, dispatch_uid="died")
+    try:
+        result = tasks.sleeps.enqueue(30)  # max_retries=0
+        token = "worker:contract:1/1"
+        (job,) = store.claim(timezone.now(), 1, token, start=True)
+        decision = sweep.failed_run(job, ChildDied("its process exited with code -9"), timezone.now(), 1.5)
+        store.settle([decision], token, timezone.now(), TickSummary())
+    finally:
+        task_finished.disconnect(dispatch_uid="died")
+    result.refresh()
+    assert (result.status, result.started_at) == (FAILED, job.run_started_at)
+    assert result.finished_at == result.started_at + timedelta(seconds=1.5)
+    assert result.errors[-1].exception_class_path == "prescient.exceptions.ChildDied"
+    assert result.errors[-1].traceback == "ChildDied: its process exited with code -9\n"
+    assert [(r.status, r.finished_at) for r in announced] == [(FAILED, result.finished_at)]
 
 
 # --- 2. a running task shows its run from the statement that starts it ------------------------
