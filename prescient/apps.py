@@ -25,9 +25,10 @@ class PrescientConfig(AppConfig):
         # installed app is imported when one of its jobs first needs it).
         from django.conf import settings
 
+        from .conf import BACKEND_PATH
+
         backends = getattr(settings, "TASKS", None) or {}
-        ours = "prescient.tasks.PrescientBackend"
-        if any(isinstance(cfg, dict) and cfg.get("BACKEND") == ours for cfg in backends.values()):
+        if any(isinstance(cfg, dict) and cfg.get("BACKEND") == BACKEND_PATH for cfg in backends.values()):
             from .kinds.tasks import discover
 
             discover()

@@ -266,6 +266,9 @@ def problems(conf: Any) -> list[Problem]:
     return found
 
 
+#: prescient's django.tasks backend, as ``TASKS`` names it.
+BACKEND_PATH = "prescient.tasks.PrescientBackend"
+
 #: The OPTIONS of a prescient django.tasks backend (``TASKS[alias]["OPTIONS"]``), by key.
 OPTIONS_RULES: dict[str, Rule] = {
     "MAX_RETRIES": whole(0, 1_000_000, diagnostics.TASK_OPTION_VALUE.id),

@@ -4,8 +4,8 @@ and docs/system-checks.md is rendered from it (``scripts/system-checks-table``),
 is written once, here: ``tests/test_system_checks.py`` fails if an id literal appears anywhere
 else in prescient/ or twice in this table.
 
-Ids: E001–E014 the ``PRESCIENT`` settings, E010 registered checks, E020–E022 the ``OPTIONS`` of a
-task backend, E030–E032 calendars and expectations; W… warnings, I… deployment information.
+Ids: E001–E014 the ``PRESCIENT`` settings, E010 registered checks, E020–E023 a task backend (its
+``OPTIONS``, its app), E030–E032 calendars and expectations; W… warnings, I… deployment information.
 """
 
 from __future__ import annotations
@@ -102,6 +102,10 @@ UNKNOWN_TASK_OPTION = Diagnostic(
 )
 TASK_OPTION_VALUE = Diagnostic(
     "prescient.E022", ERROR, "an option of a prescient `TASKS` backend is out of range", SEE_HINT,
+)
+TASKS_APP_MISSING = Diagnostic(
+    "prescient.E023", ERROR, "a `TASKS` backend is prescient's, but `prescient` is not in `INSTALLED_APPS`",
+    'add `"prescient"` to `INSTALLED_APPS` and run `migrate`: its tasks are jobs in its tables',
 )
 CALENDARS_NOT_DICT = Diagnostic(
     "prescient.E030", ERROR, "`CALENDARS` is not a dict of names to dicts", SEE_HINT,

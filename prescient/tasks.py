@@ -11,6 +11,13 @@ A task is known to the worker because its module was imported (``<app>/tasks.py`
 autodiscovered when a ``PrescientBackend`` is configured), or, for a task defined elsewhere in
 an installed app, because its module is imported on demand; nothing outside the installed
 apps is ever imported from a string kept in the database.
+
+Django creates the backend, and asks its :meth:`~PrescientBackend.check`, whether or not
+``prescient`` is an installed app, and prescient's models (which the task kind and the store
+use) cannot even be imported when it is not. So this module imports them only where a method
+needs them, once the app is known to be installed: a missing app is then ``prescient.E023``
+from ``manage.py check`` and ImproperlyConfigured at the first enqueue, not a RuntimeError
+from wherever the backend was first touched.
 """
 
 from __future__ import annotations
@@ -32,24 +39,23 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
+from django.apps import apps
 from django.conf import settings
+from django.core.checks import CheckMessage
 from django.db import transaction
 from django.tasks import Task, TaskResult, TaskResultStatus
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
-from prescient import slots
-from prescient.conf import setting, validate_options
-from prescient.engine import dependencies, store
-from prescient.engine.dependencies import ParentRef
-from prescient.kinds import tasks as kind
-from prescient.kinds.tasks import BACKEND_PATH, discover
-from prescient.models import FutureJob, JobHistory
+from prescient import diagnostics, slots
+from prescient.conf import BACKEND_PATH, setting, validate_options
 from prescient.states import Outcome, State
 
 if TYPE_CHECKING:
+    from prescient.engine.dependencies import ParentRef
     from prescient.kinds.tasks import AnyResult, AnyTask
+    from prescient.models import FutureJob, JobHistory
 
     _TaskBase = AnyTask
     _P = ParamSpec("_P")
@@ -70,6 +76,20 @@ class PrescientTask(_TaskBase):
 
     max_retries: int | None = None
     timeout_seconds: float | None = None
+
+
+#: What a PrescientBackend says when prescient is not an installed app.
+APP_MISSING = (
+    "TASKS[{alias!r}] is prescient's backend, but 'prescient' is not in INSTALLED_APPS: its tasks are "
+    "prescient jobs, kept in prescient's tables"
+)
+
+
+def discover() -> None:
+    """Import every installed app's ``tasks`` module, so its tasks are registered."""
+    from prescient.kinds.tasks import discover as discover_tasks  # see the module's docstring
+
+    discover_tasks()
 
 
 def configured() -> bool:
@@ -100,8 +120,30 @@ class PrescientBackend(BaseTaskBackend):
         # Created at the first use of the backend: a bad OPTION stops it there, checks run or not.
         validate_options(alias, self.options)
 
+    def check(self, **kwargs: Any) -> list[CheckMessage]:
+        """``prescient.E023`` when prescient is not an installed app (its OPTIONS are checked
+        with prescient's own checks, which only an installed app registers)."""
+        errors = list(super().check(**kwargs))
+        if not apps.is_installed("prescient"):
+            errors.append(diagnostics.TASKS_APP_MISSING(
+                APP_MISSING.format(alias=self.alias), hint="Add 'prescient' to INSTALLED_APPS, then run migrate."
+            ))
+        return errors
+
+    def _require_app(self) -> None:
+        if not apps.is_installed("prescient"):
+            raise ImproperlyConfigured(APP_MISSING.format(alias=self.alias))
+
     def validate_task(self, task: AnyTask) -> None:
         """Django's checks, ``run_after`` also as a timedelta, then register the task."""
+        if not apps.is_installed("prescient"):
+            # Django's checks only, so that a module of tasks still imports and check() can say
+            # what is missing; the first enqueue raises it.
+            if not isinstance(task.run_after, timedelta):
+                super().validate_task(task)
+            return
+        from prescient.kinds import tasks as kind  # see the module's docstring
+
         run_after = cast("datetime | timedelta | None", task.run_after)  # a timedelta too, here
         if isinstance(run_after, timedelta):
             super().validate_task(kind.clone(task, run_after=None))
@@ -129,6 +171,11 @@ class PrescientBackend(BaseTaskBackend):
         commits (and the worker is woken only then, on PostgreSQL). ``after`` and
         ``on_parent_failure``: see :func:`enqueue_after`.
         """
+        self._require_app()
+        from prescient.engine import dependencies, store  # see the module's docstring
+        from prescient.kinds import task_results
+        from prescient.kinds import tasks as kind
+
         parents, policy = dependencies.parent_ids(after), dependencies.policy(on_parent_failure)
         self.validate_task(task)
         now = timezone.now()
@@ -159,24 +206,33 @@ class PrescientBackend(BaseTaskBackend):
                 store.insert(job)
                 dependencies.attach([job.pk], parents, policy, now)
                 store.notify()
-        result = kind.result_of(job, task, TaskResultStatus.READY)
+        result = task_results.result_of(job, task, TaskResultStatus.READY)
         task_enqueued.send(type(self), task_result=result)
         return result
 
     def get_result(self, result_id: str) -> AnyResult:
+        """The result of the task ``result_id``: ``RUNNING`` from the statement that starts its
+        run (with that run's start and worker id), ``READY`` while it waits (claimed but not yet
+        started included), then ``SUCCESSFUL`` or ``FAILED`` from its history row."""
+        self._require_app()
+        from prescient.kinds import task_results  # see the module's docstring
+        from prescient.kinds import tasks as kind
+        from prescient.models import FutureJob, JobHistory
+
         try:
             pk = int(result_id)
         except (TypeError, ValueError):
             raise TaskResultDoesNotExist(result_id) from None
         job = FutureJob.objects.filter(pk=pk, kind=kind.TaskKind.name).first()
         if job is not None:
-            status = TaskResultStatus.RUNNING if job.reserved_by else TaskResultStatus.READY
-            return kind.result_of(job, _task_of(job), status)
+            started = bool(job.reserved_by) and job.run_started_at is not None
+            status = TaskResultStatus.RUNNING if started else TaskResultStatus.READY
+            return task_results.result_of(job, _task_of(job), status)
         row = JobHistory.objects.filter(job_id=pk, kind=kind.TaskKind.name).first()
         if row is None:
             raise TaskResultDoesNotExist(result_id)
         status = TaskResultStatus.SUCCESSFUL if row.outcome == Outcome.COMPLETED else TaskResultStatus.FAILED
-        return kind.result_of(row, _task_of(row), status)
+        return task_results.result_of(row, _task_of(row), status)
 
 
 def enqueue_after(
@@ -195,6 +251,8 @@ def enqueue_after(
 
 
 def _task_of(row: FutureJob | JobHistory) -> AnyTask:
+    from prescient.kinds import tasks as kind  # see the module's docstring
+
     try:
         return kind.task_of(row)
     except kind.TaskNotFound as exc:
@@ -206,6 +264,9 @@ def retry(row: Any) -> AnyResult:
 
     ``row`` is its JobHistory row. The new job is a new result (a new id), due at once.
     """
+    from prescient.kinds import tasks as kind  # see the module's docstring
+    from prescient.models import JobHistory
+
     if not isinstance(row, JobHistory) or row.kind != kind.TaskKind.name:
         raise ValueError(f"{row} is not a task")
     task = kind.clone(_task_of(row), run_after=None)

@@ -62,6 +62,9 @@ class Decision:
     #: :func:`failure`), kept by the history row of a job it ends.
     exception_path: str = ""
     traceback: str = ""
+    #: A failed run: the exception itself, when there is one (never stored): for whoever
+    #: announces the failure in the process that decided it (django.tasks' ``task_finished``).
+    exception: BaseException | None = None
 
 
 @dataclass
@@ -172,6 +175,7 @@ def failure(
         exception_path = type_path(exception) if exception is not None else RUN_FAILED
     decision.exception_path = clean_text(exception_path, 300)
     decision.traceback = clean_text(traceback) if traceback else ""
+    decision.exception = exception
     job.failure_count += 1
     record_error(job, error, now, decision.exception_path, ran=decision.ran)
     if not decision.ran:

@@ -1,7 +1,8 @@
 """The kinds of job prescient runs, one module each: entity checks (:mod:`.checks`),
 expectations (:mod:`.expectations`, started and ended by :mod:`.expecting`) and django.tasks
-tasks (:mod:`.tasks`). A new kind is a new module here, registered with
-:func:`prescient.engine.kind.register`; nothing in the engine changes.
+tasks (:mod:`.tasks`, read as django.tasks results by :mod:`.task_results`). A new kind is a
+new module here, registered with :func:`prescient.engine.kind.register`; nothing in the engine
+changes.
 """
 
 from __future__ import annotations

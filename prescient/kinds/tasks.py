@@ -2,9 +2,10 @@
 
 A task job is about no entity (its ``entity_name`` is :data:`TASK_ENTITY`, its key a random
 id); its check name is ``task:<module path>``. Its arguments, attempts and return value travel
-in ``payload``. This module knows the tasks (by module path), runs one under its timeout,
-shapes its errors as django.tasks ``TaskError`` entries, retries it at once rather than at the
-next slot, and sends ``task_started`` / ``task_finished``.
+in ``payload``. This module knows the tasks (by module path), runs one under its timeout as
+it was enqueued (its queue and priority), retries it at once rather than at the next slot, and
+sends ``task_started`` / ``task_finished`` as Django's own backends do. How a task job reads as
+a django.tasks result (attempts, run times, ``TaskError`` entries) is :mod:`.task_results`.
 
 Nothing is imported from a string kept in the database unless it is safe: a task's module is
 imported on demand only when it belongs to an installed app's package, and what it names must
@@ -17,6 +18,8 @@ import dataclasses
 import json
 import logging
 import math
+import time
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeAlias, TypeVar, cast
@@ -25,9 +28,7 @@ from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage
 from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
-from django.tasks.base import TaskError
 from django.tasks.signals import task_finished, task_started
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.json import normalize_json
 from django.utils.module_loading import autodiscover_modules
@@ -35,14 +36,17 @@ from django.utils.translation import gettext
 
 from prescient import checks, diagnostics
 from prescient.checks import Check
-from prescient.cleaning import clean_text, unstorable
-from prescient.conf import option_problems
+from prescient.cleaning import unstorable
+from prescient.clock import db_now
+from prescient.conf import BACKEND_PATH, option_problems
 from prescient.engine import runner, store
 from prescient.engine.decisions import RUN_FAILED, Decision, describe, failure
 from prescient.engine.kind import JobKind
-from prescient.exceptions import PrescientError, UnknownCheck
+from prescient.exceptions import PrescientError, RunFailed, UnknownCheck
 from prescient.models import FutureJob, JobHistory
 from prescient.states import Event, Outcome
+
+from .task_results import detail_error, note_attempt, note_end, result_of, traceback_text
 
 if TYPE_CHECKING:
     from django.contrib.admin import AdminSite
@@ -55,7 +59,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-BACKEND_PATH = "prescient.tasks.PrescientBackend"
 #: The ``entity_name`` of task jobs: they are about no entity.
 TASK_ENTITY = "prescient.task"
 #: Prefix of the check name of a task job: ``task:<module path>``.
@@ -141,8 +144,13 @@ def task_of(row: FutureJob | JobHistory) -> AnyTask:
     path = row.job_exec.removeprefix(CHECK_PREFIX)
     if path not in _tasks:
         discover()
-    task = find_task(path)
-    payload = row.payload or {}
+    return as_enqueued(find_task(path), row)
+
+
+def as_enqueued(task: AnyTask, row: FutureJob | JobHistory) -> AnyTask:
+    """``task`` as it was enqueued for ``row``: with the queue, priority, backend and
+    ``run_after`` that ``using()`` gave it (the row keeps them), not those it was decorated with."""
+    payload = row.payload if isinstance(row.payload, dict) else {}
     run_after = payload.get("run_after")
     return clone(
         task,
@@ -214,83 +222,30 @@ def new_job(task: AnyTask, backend_alias: str, args: list[Any], kwargs: dict[str
     )
 
 
-# --- results -----------------------------------------------------------------------------------
-
-
-def _when(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
-
-
-def _errors(entries: list[Any]) -> list[TaskError]:
-    errors = []
-    for entry in entries or []:
-        if not isinstance(entry, dict):
-            continue
-        errors.append(
-            TaskError(
-                # As the failed run recorded it (_detail_error); never guessed from the text.
-                exception_class_path=entry.get("exception_class_path") or RUN_FAILED,
-                traceback=entry.get("traceback") or str(entry.get("error", "")),
-            )
-        )
-    return errors
-
-
-def result_of(row: FutureJob | JobHistory, task: Task[_P, _R], status: TaskResultStatus) -> TaskResult[_P, _R]:
-    """The django.tasks TaskResult of a job or history row."""
-    payload = row.payload or {}
-    result: TaskResult[_P, _R] = TaskResult(
-        task=task,
-        id=str(row.job_id if isinstance(row, JobHistory) else row.pk),
-        status=status,
-        enqueued_at=row.created_at,
-        started_at=_when(payload.get("started_at")),
-        finished_at=row.finished_at if isinstance(row, JobHistory) else None,
-        last_attempted_at=_when(payload.get("last_attempted_at")),
-        args=payload.get("args", []),
-        kwargs=payload.get("kwargs", {}),
-        backend=payload.get("backend", task.backend),
-        errors=_errors(row.errors if isinstance(row, JobHistory) else row.recent_errors),
-        worker_ids=list(payload.get("worker_ids", [])),
-    )
-    if status == TaskResultStatus.SUCCESSFUL:
-        object.__setattr__(result, "_return_value", payload.get("return_value"))
-    return result
-
-
 # --- running -----------------------------------------------------------------------------------
 
 
-def _invoke(task: AnyTask, job: FutureJob) -> Any:
+def _perform(task: AnyTask, job: FutureJob) -> Any:
+    """One run of ``task`` for ``job``, as :func:`prescient.engine.runner.call` calls it (under
+    its timeout, whatever it raises): ``task_started`` sent, the task called, its value made
+    JSON. A ``task_started`` receiver is host code run as part of the run: what it raises fails
+    the run, as if the task had raised it (django-tasks-db's worker does the same)."""
+    running = result_of(job, task, TaskResultStatus.RUNNING)
+    task_started.send(type(task.get_backend()), task_result=running)
+    value = _invoke(task, job, running)
+    try:
+        return as_json(value)
+    except Exception as exc:
+        raise TypeError(f"task {task.module_path} returned a value that is not JSON ({exc})") from exc
+
+
+def _invoke(task: AnyTask, job: FutureJob, running: AnyResult | None = None) -> Any:
     payload = job.payload or {}
     args, kwargs = payload.get("args", []), payload.get("kwargs", {})
     if task.takes_context:
-        context: TaskContext[..., Any] = TaskContext(task_result=result_of(job, task, TaskResultStatus.RUNNING))
-        return task.call(context, *args, **kwargs)
+        result = running if running is not None else result_of(job, task, TaskResultStatus.RUNNING)
+        return task.call(TaskContext(task_result=result), *args, **kwargs)
     return task.call(*args, **kwargs)
-
-
-def _note_attempt(job: FutureJob, at: datetime) -> None:
-    """Count one attempt per claim: the claim's token is the worker id of the attempt."""
-    payload = dict(job.payload or {})
-    ids = list(payload.get("worker_ids", []))
-    if job.reserved_by and (not ids or ids[-1] != job.reserved_by):
-        ids.append(job.reserved_by)
-        payload["last_attempted_at"] = at.isoformat()
-        payload["started_at"] = payload.get("started_at") or at.isoformat()
-    payload["worker_ids"] = ids
-    job.payload = payload
-
-
-def _detail_error(job: FutureJob, exception_path: str, traceback: str) -> None:
-    """Give the error just recorded on ``job`` the shape of a django.tasks TaskError, from the
-    failure's data (see :func:`prescient.engine.decisions.failure`)."""
-    if job.recent_errors and isinstance(job.recent_errors[-1], dict):
-        last = job.recent_errors[-1]
-        job.recent_errors[-1] = {
-            **last, "exception_class_path": clean_text(exception_path or RUN_FAILED, 300),
-            "traceback": clean_text(traceback) if traceback else last.get("error", ""),
-        }
 
 
 def _retry_soon(decision: Decision, check: Check | None, now: datetime) -> None:
@@ -302,16 +257,37 @@ def _retry_soon(decision: Decision, check: Check | None, now: datetime) -> None:
     decision.next_check_at = now + max(timedelta(seconds=delay), timedelta(microseconds=1))
 
 
-def _finished(decision: Decision, task: AnyTask | None) -> None:
-    """Send task_finished for a run that ends its task (written when the batch settles)."""
+def _announce(decision: Decision, task: AnyTask | None) -> None:
+    """Send ``task_finished`` for a run that ends its task (written when the batch settles), as
+    Django's own backends send it: for a failure, from inside a handler of the run's exception,
+    where Django's log receiver finds it (``sys.exc_info()``), so its line names the exception.
+
+    Receivers are host code: whatever one raises (``SystemExit`` included) is logged, and the
+    task's outcome stands, since the receivers were told it: a finished task is not run again
+    because a receiver failed. A receiver that hangs is stopped as a run that overruns is (the
+    run is not over until this returns: the worker's supervisor or the tick's guard watches it).
+    """
     if decision.event != Event.FINISH or task is None:
         return
-    status = TaskResultStatus.SUCCESSFUL if decision.outcome == Outcome.COMPLETED else TaskResultStatus.FAILED
-    result = result_of(decision.job, task, status)
-    object.__setattr__(result, "finished_at", timezone.now())
-    if status == TaskResultStatus.SUCCESSFUL:
-        object.__setattr__(result, "_return_value", (decision.job.payload or {}).get("return_value"))
-    task_finished.send(type(task.get_backend()), task_result=result)
+    failed = decision.outcome != Outcome.COMPLETED
+    result = result_of(decision.job, task, TaskResultStatus.FAILED if failed else TaskResultStatus.SUCCESSFUL)
+    exception = decision.exception if failed else None
+    try:
+        sender = type(task.get_backend())
+        if exception is None:
+            task_finished.send(sender, task_result=result)
+        else:
+            frames = exception.__traceback__
+            try:
+                raise exception
+            except BaseException:  # raised only so that receivers see it in sys.exc_info()
+                exception.__traceback__ = frames  # the run's own traceback, without this re-raise
+                task_finished.send(sender, task_result=result)
+    except BaseException as exc:  # a receiver is host code: it may raise anything
+        logger.error(
+            "task id=%s: a task_finished receiver raised %s; the task's outcome stands",
+            decision.job.pk, describe(exc), exc_info=exc,
+        )
 
 
 class TaskKind(JobKind):
@@ -328,38 +304,41 @@ class TaskKind(JobKind):
             find_task(job.job_exec.removeprefix(CHECK_PREFIX))  # import its module if allowed
             return checks.get_check(job.job_exec)
 
+    def prepare(self, jobs: Sequence[FutureJob]) -> dict[int, Any]:
+        """The moment the runs of ``jobs`` started (the statement that started them has just
+        returned), by this process's monotonic clock: each run's end is its ``run_started_at``
+        (the database's clock) plus the time since, so that ``finished_at`` follows
+        ``started_at`` on one clock, whatever this host's clock says."""
+        return dict.fromkeys((job.pk for job in jobs), time.monotonic())
+
     def run(self, job: FutureJob, context: Any, now: datetime) -> Decision:
+        since = context if isinstance(context, float) else time.monotonic()
+        began = job.run_started_at or db_now()
         try:
             check = self.definition(job)
         except PrescientError as exc:
             decision = failure(Decision(job=job, event=Event.FINISH), None, describe(exc), now, exception=exc)
-            _detail_error(job, decision.exception_path, decision.traceback)
+            detail_error(job, decision.exception_path, traceback_text(decision))
+            note_end(job, began + timedelta(seconds=time.monotonic() - since))
             _retry_soon(decision, None, now)
             return decision
-        task: AnyTask = check.options["task"]
-        _note_attempt(job, timezone.now())
-        task_started.send(type(task.get_backend()), task_result=result_of(job, task, TaskResultStatus.RUNNING))
-        outcome = runner.call(_invoke, (task, job), check.timeout, f"{check.name}[{job.pk}]")
-        decision = Decision(job=job, event=Event.FINISH, seconds=outcome.seconds, ran=True)
+        task = as_enqueued(check.options["task"], job)
+        note_attempt(job, began)
+        outcome = runner.call(_perform, (task, job), check.timeout, f"{check.name}[{job.pk}]")
         back = runner.handed_back(job, outcome, now)
         if back is not None:
             return back
+        note_end(job, began + timedelta(seconds=time.monotonic() - since))
+        decision = Decision(job=job, event=Event.FINISH, seconds=outcome.seconds, ran=True)
         if outcome.failed:
             decision = failure(decision, check, outcome.error, now, exception=outcome.exception,
                                exception_path=outcome.exception_path, traceback=outcome.traceback)
-            _detail_error(job, decision.exception_path, decision.traceback)
+            detail_error(job, decision.exception_path, traceback_text(decision))
         else:
-            try:
-                value = as_json(outcome.value)
-            except Exception as exc:
-                bad = TypeError(f"task {task.module_path} returned a value that is not JSON ({exc})")
-                decision = failure(decision, check, describe(bad), now, exception=bad)
-                _detail_error(job, decision.exception_path, decision.traceback)
-            else:
-                job.payload = {**(job.payload or {}), "return_value": value}
-                decision.outcome = Outcome.COMPLETED
+            job.payload = {**(job.payload or {}), "return_value": outcome.value}
+            decision.outcome = Outcome.COMPLETED
         _retry_soon(decision, check, now)
-        _finished(decision, task)
+        _announce(decision, task)
         return decision
 
     def after_failed_run(self, decision: Decision, now: datetime) -> None:
@@ -368,14 +347,18 @@ class TaskKind(JobKind):
             check: Check | None = self.definition(job)
         except PrescientError:
             check = None
-        _note_attempt(job, now)
-        _detail_error(job, decision.exception_path, decision.traceback)
+        began = job.run_started_at or now
+        note_attempt(job, began)
+        note_end(job, began + timedelta(seconds=decision.seconds))  # the run's time, as its supervisor saw it
+        detail_error(job, decision.exception_path, traceback_text(decision))
         _retry_soon(decision, check, now)
-        _finished(decision, None if check is None else check.options.get("task"))
+        _announce(decision, None if check is None else as_enqueued(check.options["task"], job))
 
     def after_lost_run(self, job: FutureJob, now: datetime) -> None:
-        _note_attempt(job, now)
-        _detail_error(job, RUN_FAILED, job.last_error)
+        began = job.run_started_at or now
+        note_attempt(job, began)
+        note_end(job, max(began, now))  # found lost now: it ended by then, and not before it started
+        detail_error(job, RUN_FAILED, f"{RunFailed.__name__}: {job.last_error}\n")
 
     def retry(self, row: JobHistory) -> str:
         """Enqueue a finished task again, with the arguments, queue and priority it had."""

@@ -135,10 +135,10 @@ def test_a_timed_out_task__keeps_the_class_the_runner_recorded_not_one_read_from
     """An error recorded with its class is read as that class, whatever its text says (the old
     reader guessed CheckTimeout from an error text starting so)."""
     pytest.importorskip("django.tasks")
-    from prescient.kinds.tasks import _errors
+    from prescient.kinds.task_results import task_errors
 
-    [error] = _errors([{"at": t0.isoformat(), "error": "CheckTimeout: said by a ValueError",
-                        "exception_class_path": "builtins.ValueError", "traceback": "tb"}])
+    [error] = task_errors([{"at": t0.isoformat(), "error": "CheckTimeout: said by a ValueError",
+                            "exception_class_path": "builtins.ValueError", "traceback": "tb"}])
     assert (error.exception_class_path, error.traceback) == ("builtins.ValueError", "tb")
-    [old] = _errors([{"at": t0.isoformat(), "error": "CheckTimeout: an entry without its class"}])
+    [old] = task_errors([{"at": t0.isoformat(), "error": "CheckTimeout: an entry without its class"}])
     assert old.exception_class_path == "prescient.exceptions.RunFailed"

@@ -359,7 +359,8 @@ def test_ctrl_c_while_a_batch_loads__hands_it_back_uncharged(register, make_thin
     with pytest.raises(KeyboardInterrupt):
         prescient.tick(t0)
     assert batch_mates == []
-    assert [(j.state, j.reserved_by, j.failure_count) for j in FutureJob.objects.all()] == [(State.SCHEDULED, "", 0)] * 3
+    pending = [(j.state, j.reserved_by, j.failure_count) for j in FutureJob.objects.all()]
+    assert pending == [(State.SCHEDULED, "", 0)] * 3
 
 
 def test_a_second_ctrl_c__interrupts_at_once_and_leaves_nothing_set_for_the_next_tick(
@@ -393,7 +394,8 @@ def test_an_error_handler_returning_a_value_whose_repr_raises__fails_the_job(reg
     register("test.poison", raiser(ValueError("boom")), error_handler=lambda job, check, now: Garbage())
     prescient.schedule(make_thing(), "test.poison", now=t0)
     assert prescient.tick(t0).counts["failed"] == 1
-    assert "returned Garbage (<Garbage whose repr raised RuntimeError>)" in JobHistory.objects.get(job_exec="test.poison").reason
+    reason = JobHistory.objects.get(job_exec="test.poison").reason
+    assert "returned Garbage (<Garbage whose repr raised RuntimeError>)" in reason
 
 
 def test_an_exception_whose_str_raises__is_recorded_with_its_own_class(register, make_thing, t0):

@@ -4,7 +4,9 @@ import asyncio
 import os
 import time
 
+from django.dispatch import receiver
 from django.tasks import task
+from django.tasks.signals import task_finished, task_started
 
 from tests.testapp.models import RunLog
 
@@ -74,3 +76,59 @@ def returns_unstorable(which):
 @task(max_retries=0)
 def raises_unstorable(which):
     raise ValueError({"nul": "bad\x00text", "surrogate": "bad\udc80text", "huge": "x" * 5_000_000}[which])
+
+
+# --- the django.tasks contract (tests/test_tasks_contract.py) ------------------------------------
+
+
+@task(max_retries=0)
+def exits(message):
+    raise SystemExit(message)
+
+
+@task(max_retries=1)
+def interrupts_itself(message):
+    raise KeyboardInterrupt(message)
+
+
+@task(takes_context=True)
+def sees_itself(context):
+    """What the task sees of itself while it runs."""
+    result = context.task_result
+    return {
+        "queue": result.task.queue_name, "priority": result.task.priority, "status": result.status,
+        "started_at": result.started_at.isoformat(), "last_attempted_at": result.last_attempted_at.isoformat(),
+        "worker_ids": result.worker_ids, "attempt": context.attempt,
+    }
+
+
+@task(timeout_seconds=60, max_retries=0)
+def waits_for(path):
+    """Runs until the file ``path`` exists (a test lets it finish when it has looked at it)."""
+    while not os.path.exists(path):
+        time.sleep(0.02)
+    return path
+
+
+@task(max_retries=0)
+def trapped_at_start():
+    return "never called: a task_started receiver exits"
+
+
+@task(max_retries=0)
+def trapped_at_finish():
+    return "done"
+
+
+@receiver(task_started)
+def _exit_at_start(sender, task_result, **kwargs):
+    """Host code that misbehaves: a task_started receiver that raises SystemExit for one task."""
+    if task_result.task.name == "trapped_at_start":
+        raise SystemExit("a task_started receiver exits")
+
+
+@receiver(task_finished)
+def _interrupt_at_finish(sender, task_result, **kwargs):
+    """Likewise, a task_finished receiver that raises KeyboardInterrupt."""
+    if task_result.task.name == "trapped_at_finish":
+        raise KeyboardInterrupt("a task_finished receiver interrupts")
