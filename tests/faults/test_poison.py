@@ -85,8 +85,9 @@ def test_a_second_sigint__stops_a_worker_at_once_and_its_cut_run_is_handed_back_
     assert worker.poll() is None, "the first Ctrl-C waits for the run (grace period 60 s)"
     worker.send_signal(signal.SIGINT)
     started = time.monotonic()
-    assert processes.finish(worker, 15) == 0, processes.output(worker)
-    assert time.monotonic() - started < 5
+    assert processes.finish(worker, 30) == 0, processes.output(worker)
+    # Not the run's 25 s nor the 60 s grace period: cut at once (bounded loosely, for a loaded machine).
+    assert time.monotonic() - started < 15
     job = FutureJob.objects.get(entity_key=str(long.pk))
     assert (job.state, job.reserved_by, job.run_count, job.failure_count) == (State.SCHEDULED, "", 0, 0)
     output = processes.output(worker)
