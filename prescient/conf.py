@@ -358,9 +358,13 @@ def validate_options(alias: str, options: Any) -> None:
         raise ImproperlyConfigured(str(found[0]))
 
 
-def validate() -> None:
+def validate(*, imports: bool = False) -> None:
     """Raise ImproperlyConfigured naming the first bad key of ``PRESCIENT``, its value and what
-    is allowed (the commands that run checks call it at start, before anything is claimed)."""
-    found = problems(getattr(settings, "PRESCIENT", {}))
+    is allowed (every prescient command calls it at start, before anything is claimed, with
+    ``imports``: then an ``ERROR_HANDLER`` that cannot be imported is refused too)."""
+    conf = getattr(settings, "PRESCIENT", {})
+    found = problems(conf)
+    if not found and imports:
+        found = import_problems(conf)
     if found:
         raise ImproperlyConfigured(str(found[0]))

@@ -54,9 +54,10 @@ class PrescientCommand(BaseCommand):
     def execute(self, *args: Any, **options: Any) -> str | None:
         self.verbosity = int(options.get("verbosity", 1))
         # At start, --skip-checks or not: a bad setting stops the command before it claims
-        # anything (TIMEOUT_SECONDS = -1 would crash a tick holding its claims).
+        # anything (TIMEOUT_SECONDS = -1 would crash a tick holding its claims; an error
+        # handler that cannot be imported would fail every failed run again and again).
         try:
-            conf.validate()
+            conf.validate(imports=True)
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from exc
         if self.needs_tables:
