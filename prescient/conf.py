@@ -132,6 +132,11 @@ MAX_RETENTION_DAYS = 36_500
 #: The smallest address space a child (a forked Django process that starts a thread) can start
 #: in: below it the worker dies at start-up ("can't start new thread"), a restart loop.
 MIN_CHILD_MEMORY_MB = 256
+#: The most jobs claimed at once (``BATCH_SIZE``, a command's ``--batch-size``).
+MAX_BATCH_SIZE = 10_000
+#: The longest delay of a new job (the API's ``delay_seconds``, a command's ``--delay-seconds``):
+#: the longest horizon, a hundred years; a check's own horizon usually refuses far less.
+MAX_DELAY_SECONDS = MAX_RETENTION_DAYS * 24 * 3600
 #: A week: the longest timeout or stale period accepted (longer ones overflow no clock, but are
 #: almost surely a unit error: milliseconds given as seconds).
 MAX_SECONDS = 7 * 24 * 3600
@@ -242,7 +247,7 @@ RULES: dict[str, Rule | Callable[[str, Any], list[Problem]]] = {
     "MAX_CHECKS": whole(0, 1_000_000, diagnostics.COUNTS.id),
     "MAX_RETRIES": whole(0, 1_000_000, diagnostics.COUNTS.id),
     "RECENT_ERRORS": whole(0, 1_000, diagnostics.COUNTS.id),
-    "BATCH_SIZE": whole(1, 10_000, diagnostics.BATCH_SIZE.id),
+    "BATCH_SIZE": whole(1, MAX_BATCH_SIZE, diagnostics.BATCH_SIZE.id),
     "STALE_AFTER_SECONDS": seconds(
         0, MAX_SECONDS + 3600, diagnostics.STALE_AFTER.id, open_least=True, none="TIMEOUT_SECONDS + 60"
     ),
