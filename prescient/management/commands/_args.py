@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -93,12 +94,16 @@ class PrescientCommand(BaseCommand):
 
     From the command line every refusal is one line and exit status 1, a bad argument
     (``--limit 10**30``, a date without an offset) included: argparse's usage message and exit
-    status 2 are not used.
+    status 2 are not used. With ``--json`` a refusal is one JSON object on stdout,
+    ``{"error": "..."}``, so that a script reads one format whatever happens.
     """
 
     verbosity = 1
     #: Whether the command reads or writes prescient's tables (all of them do today).
     needs_tables = True
+    #: Whether a refusal is printed as JSON (set from the command line: ``--json`` was given).
+    json_refusals = False
+
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
         parser = super().create_parser(prog_name, subcommand, **kwargs)
         # A bad argument raises CommandError (as it does under call_command), which
@@ -107,6 +112,7 @@ class PrescientCommand(BaseCommand):
         return parser
 
     def run_from_argv(self, argv: list[str]) -> None:
+        self.json_refusals = "--json" in argv[2:] and takes_json(self, argv)
         try:
             super().run_from_argv(argv)
         except CommandError as exc:  # a bad argument (Django's own handling covers execute())
@@ -116,21 +122,30 @@ class PrescientCommand(BaseCommand):
 
     def execute(self, *args: Any, **options: Any) -> str | None:
         self.verbosity = int(options.get("verbosity", 1))
-        # At start, --skip-checks or not: a bad setting stops the command before it claims
-        # anything (TIMEOUT_SECONDS = -1 would crash a tick holding its claims; an error
-        # handler that cannot be imported would fail every failed run again and again).
         try:
-            conf.validate(imports=True)
-        except ImproperlyConfigured as exc:
-            raise CommandError(str(exc)) from exc
-        if self.needs_tables:
-            require_tables(DEFAULT_DB_ALIAS)
-        return super().execute(*args, **options)
+            # At start, --skip-checks or not: a bad setting stops the command before it claims
+            # anything (TIMEOUT_SECONDS = -1 would crash a tick holding its claims; an error
+            # handler that cannot be imported would fail every failed run again and again).
+            try:
+                conf.validate(imports=True)
+            except ImproperlyConfigured as exc:
+                raise CommandError(str(exc)) from exc
+            if self.needs_tables:
+                require_tables(DEFAULT_DB_ALIAS)
+            return super().execute(*args, **options)
+        except CommandError as exc:
+            if self.json_refusals and not options.get("traceback"):
+                self.refuse(exc)
+            raise
 
     def refuse(self, exc: CommandError) -> NoReturn:
-        """Print a refusal from the command line, one line on stderr, and exit with its status (1)."""
+        """Print a refusal from the command line, one line on stderr (or one JSON object on
+        stdout with ``--json``), and exit with its status (1)."""
         text = str(exc).removeprefix("Error: ")  # argparse's errors, as Django raises them
-        self.stderr.write(f"{type(exc).__name__}: {text}")
+        if self.json_refusals:
+            self.stdout.write(json.dumps({"error": text}))
+        else:
+            self.stderr.write(f"{type(exc).__name__}: {text}")
         sys.exit(exc.returncode)
 
     def say(self, text: str) -> None:
@@ -159,6 +174,12 @@ def memory_cap(megabytes: int | None) -> Iterator[None]:
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def takes_json(command: BaseCommand, argv: list[str]) -> bool:
+    """Whether ``command`` has a ``--json`` option."""
+    parser = command.create_parser(argv[0], argv[1])
+    return any("--json" in action.option_strings for action in parser._actions)
 
 
 def require_tables(alias: str) -> None:
