@@ -194,7 +194,9 @@ def renew_leases(reserved_by: str, *, prefix: bool = False) -> int:
     does, the next heartbeat renews it, well within the stale period (W002).
     """
     lookup = "reserved_by__startswith" if prefix else "reserved_by"
-    mine = FutureJob.objects.filter(**{lookup: reserved_by})
+    # Claimed rows only: they are read through their partial index (prescient_job_in_flight),
+    # not by a scan of the whole live table at every heartbeat.
+    mine = FutureJob.objects.filter(**{lookup: reserved_by}).exclude(reserved_by="")
     if connection.vendor != "postgresql":  # SQLite: one writer at a time, nothing to order
         return mine.update(reserved_at=db_clock())
     # The rows to stamp are a MATERIALIZED CTE, picked and locked exactly once (see claim()).
