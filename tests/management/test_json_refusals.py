@@ -107,6 +107,12 @@ def test_json__the_option_given_first_or_last_alike(command_line):
     )[1]
 
 
+def test_json__abbreviated_as_argparse_allows__still_json(command_line):
+    status, out, err = command_line("prescient_jobs", "--check", "nope", "--js")
+    assert (status, err) == (1, "")
+    assert the_error(out).startswith("Unknown check 'nope'")
+
+
 def test_without_json__the_refusal_is_one_line_on_stderr(command_line):
     status, out, err = command_line("prescient_jobs", "--check", "nope")
     assert (status, out) == (1, "")

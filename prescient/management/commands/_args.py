@@ -122,6 +122,8 @@ class PrescientCommand(BaseCommand):
 
     def execute(self, *args: Any, **options: Any) -> str | None:
         self.verbosity = int(options.get("verbosity", 1))
+        if options.get("json") and getattr(self, "_called_from_command_line", False):
+            self.json_refusals = True  # --json as parsed (argparse takes "--js" for it too)
         try:
             # At start, --skip-checks or not: a bad setting stops the command before it claims
             # anything (TIMEOUT_SECONDS = -1 would crash a tick holding its claims; an error
