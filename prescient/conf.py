@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
 
 from . import diagnostics
 from .states import Outcome
@@ -65,12 +68,35 @@ DEFAULTS: dict[str, Any] = {
 _valid: list[tuple[Any, Any]] = []
 
 
+class BadSetting(ImproperlyConfigured):
+    """The setting read is itself bad, and was read while the system checks run
+    (:func:`reporting`): the check that read it has nothing to say; ``check_settings`` reports it."""
+
+
+#: Whether the system checks are running (see :func:`reporting`).
+_reporting: ContextVar[bool] = ContextVar("prescient_settings_reporting", default=False)
+
+
+@contextlib.contextmanager
+def reporting() -> Iterator[None]:
+    """While the system checks run: a read of a good setting answers even when other settings
+    are bad, and a read of a bad one raises :class:`BadSetting`, so that ``manage.py check``
+    lists every bad key (each as its own ``prescient.E0xx``) instead of ending at the first in
+    a traceback. A check that needs a bad setting catches BadSetting and says nothing more."""
+    token = _reporting.set(True)
+    try:
+        yield
+    finally:
+        _reporting.reset(token)
+
+
 def setting(name: str) -> Any:
     """Return one prescient setting, the host's value over the default.
 
     The first read of a ``PRESCIENT`` (and the first after it changes) validates all of it by
     the table ``RULES``: a bad value raises ImproperlyConfigured naming the key, the value and
-    what is allowed, whatever reads it (a shell, a worker, a view), checks run or not.
+    what is allowed, whatever reads it (a shell, a worker, a view), checks run or not. Within
+    :func:`reporting` (the system checks) only a bad ``name`` itself raises (BadSetting).
     """
     if name not in DEFAULTS:
         raise KeyError(f"Unknown prescient setting {name!r}")
@@ -79,7 +105,12 @@ def setting(name: str) -> Any:
     if valid is None or valid[0] is not conf or valid[1] != conf:
         found = problems(conf)
         if found:
-            raise ImproperlyConfigured(str(found[0]))
+            if not _reporting.get():
+                raise ImproperlyConfigured(str(found[0]))
+            own = [problem for problem in found if problem.setting in (name, "")]
+            if own:
+                raise BadSetting(str(own[0]))
+            return {**DEFAULTS, **conf}[name]
         _valid[:] = [(conf, copy.deepcopy(conf))]
     return {**DEFAULTS, **conf}[name]
 
@@ -104,6 +135,11 @@ MAX_RETENTION_DAYS = 36_500
 #: The smallest address space a child (a forked Django process that starts a thread) can start
 #: in: below it the worker dies at start-up ("can't start new thread"), a restart loop.
 MIN_CHILD_MEMORY_MB = 256
+#: The most jobs claimed at once (``BATCH_SIZE``, a command's ``--batch-size``).
+MAX_BATCH_SIZE = 10_000
+#: The longest delay of a new job (the API's ``delay_seconds``, a command's ``--delay-seconds``):
+#: the longest horizon, a hundred years; a check's own horizon usually refuses far less.
+MAX_DELAY_SECONDS = MAX_RETENTION_DAYS * 24 * 3600
 #: A week: the longest timeout or stale period accepted (longer ones overflow no clock, but are
 #: almost surely a unit error: milliseconds given as seconds).
 MAX_SECONDS = 7 * 24 * 3600
@@ -119,6 +155,9 @@ class Problem:
     code: str
     hint: str = ""
     says: str = ""  # the message, when "<key> must be <allowed>" does not say it well
+    #: The key of DEFAULTS it is about; "" when it is about no single setting (PRESCIENT is not
+    #: a dict: every setting is bad), None for an unknown key (no setting is).
+    setting: str | None = None
 
     @property
     def message(self) -> str:
@@ -211,7 +250,7 @@ RULES: dict[str, Rule | Callable[[str, Any], list[Problem]]] = {
     "MAX_CHECKS": whole(0, 1_000_000, diagnostics.COUNTS.id),
     "MAX_RETRIES": whole(0, 1_000_000, diagnostics.COUNTS.id),
     "RECENT_ERRORS": whole(0, 1_000, diagnostics.COUNTS.id),
-    "BATCH_SIZE": whole(1, 10_000, diagnostics.BATCH_SIZE.id),
+    "BATCH_SIZE": whole(1, MAX_BATCH_SIZE, diagnostics.BATCH_SIZE.id),
     "STALE_AFTER_SECONDS": seconds(
         0, MAX_SECONDS + 3600, diagnostics.STALE_AFTER.id, open_least=True, none="TIMEOUT_SECONDS + 60"
     ),
@@ -247,7 +286,7 @@ def problems(conf: Any) -> list[Problem]:
     if not isinstance(conf, dict):
         return [Problem(
             "settings.PRESCIENT", conf, "a dict", diagnostics.SETTINGS_NOT_DICT.id,
-            hint=f"got {type(conf).__name__}",
+            hint=f"got {type(conf).__name__}", setting="",
         )]
     found: list[Problem] = []
     for key in conf:
@@ -262,12 +301,39 @@ def problems(conf: Any) -> list[Problem]:
     values = {**DEFAULTS, **conf}
     for key, rule in RULES.items():
         name = f"PRESCIENT[{key!r}]"
-        found.extend(rule.problems(name, values[key]) if isinstance(rule, Rule) else rule(name, values[key]))
+        each = rule.problems(name, values[key]) if isinstance(rule, Rule) else rule(name, values[key])
+        found.extend(replace(problem, setting=key) for problem in each)
     return found
 
 
 #: prescient's django.tasks backend, as ``TASKS`` names it.
 BACKEND_PATH = "prescient.tasks.PrescientBackend"
+
+
+def import_problems(conf: Any) -> list[Problem]:
+    """What :func:`problems` cannot see without importing: an ``ERROR_HANDLER`` that cannot
+    be imported or is not callable. Only where importing the host's code is safe (the system
+    checks, a command's start), never at a setting's first read, which may come half-way
+    through the host's own imports. Empty for a ``conf`` that is no dict or an ERROR_HANDLER that
+    is no string (:func:`problems` reports those)."""
+    path = {**DEFAULTS, **conf}["ERROR_HANDLER"] if isinstance(conf, dict) else None
+    if not isinstance(path, str):
+        return []
+    try:
+        handler = import_string(path)
+    except Exception as exc:  # the host's module may raise anything while it is imported
+        reason = str(exc) if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
+    else:
+        if callable(handler):
+            return []
+        reason = f"{type(handler).__name__} is not callable"
+    return [Problem(
+        "PRESCIENT['ERROR_HANDLER']", path, "the dotted path of a callable(job, check, now)",
+        diagnostics.ERROR_HANDLER.id, setting="ERROR_HANDLER",
+        says=f"PRESCIENT['ERROR_HANDLER'] {path!r} cannot be used: {' '.join(reason.split())}",
+        hint="give the dotted path of a callable(job, check, now)",
+    )]
+
 
 #: The OPTIONS of a prescient django.tasks backend (``TASKS[alias]["OPTIONS"]``), by key.
 OPTIONS_RULES: dict[str, Rule] = {
@@ -305,9 +371,13 @@ def validate_options(alias: str, options: Any) -> None:
         raise ImproperlyConfigured(str(found[0]))
 
 
-def validate() -> None:
+def validate(*, imports: bool = False) -> None:
     """Raise ImproperlyConfigured naming the first bad key of ``PRESCIENT``, its value and what
-    is allowed (the commands that run checks call it at start, before anything is claimed)."""
-    found = problems(getattr(settings, "PRESCIENT", {}))
+    is allowed (every prescient command calls it at start, before anything is claimed, with
+    ``imports``: then an ``ERROR_HANDLER`` that cannot be imported is refused too)."""
+    conf = getattr(settings, "PRESCIENT", {})
+    found = problems(conf)
+    if not found and imports:
+        found = import_problems(conf)
     if found:
         raise ImproperlyConfigured(str(found[0]))

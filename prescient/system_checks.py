@@ -13,32 +13,28 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.urls import NoReverseMatch, reverse
-from django.utils.module_loading import import_string
 
 from . import diagnostics
-from .conf import DEFAULTS, problems
+from .conf import DEFAULTS, BadSetting, Problem, import_problems, problems, reporting
 from .engine.kind import registered_kinds
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @register(Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """Each value of ``PRESCIENT`` against the table of rules in conf.py (the one the first
-    read of a setting applies), then what no single value shows: importable error handler, and
-    a grace period between the heartbeat, the timeout and the stale period."""
+    read of a setting applies), every bad key at once; then what no single value shows: an
+    importable error handler, and a grace period between the heartbeat, the timeout and the
+    stale period. What needs a bad value is left out: the value is reported already."""
     conf = getattr(settings, "PRESCIENT", {})
     found = problems(conf)
-    errors: list[Any] = [diagnostics.BY_ID[problem.code](problem.message, hint=problem.got) for problem in found]
+    errors: list[Any] = [_message(problem) for problem in found]
     if not isinstance(conf, dict):
         return errors
-    bad = {problem.key for problem in found}
+    bad = {problem.setting for problem in found}
     values = {**DEFAULTS, **conf}
     stale = values["STALE_AFTER_SECONDS"]
     timeout = values["TIMEOUT_SECONDS"]
-    if stale is not None and _number(stale) and _number(timeout) and stale <= timeout:
+    if not bad & {"STALE_AFTER_SECONDS", "TIMEOUT_SECONDS"} and stale is not None and stale <= timeout:
         errors.append(
             diagnostics.STALE_NOT_AFTER_TIMEOUT(
                 "PRESCIENT['STALE_AFTER_SECONDS'] is not longer than TIMEOUT_SECONDS",
@@ -46,10 +42,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             )
         )
     heartbeat = values["WORKER_HEARTBEAT_SECONDS"]
-    stale_period = stale if _number(stale) else (
-        values["TIMEOUT_SECONDS"] + 60 if _number(values["TIMEOUT_SECONDS"]) else None
-    )
-    if _number(heartbeat) and stale_period is not None and heartbeat * 2 >= stale_period:
+    stale_period = timeout + 60 if stale is None else stale
+    periods = {"WORKER_HEARTBEAT_SECONDS", "STALE_AFTER_SECONDS", "TIMEOUT_SECONDS"}
+    if not bad & periods and heartbeat * 2 >= stale_period:
         errors.append(
             diagnostics.HEARTBEAT_TOO_SLOW(
                 "PRESCIENT['WORKER_HEARTBEAT_SECONDS'] is more than half the stale period",
@@ -59,27 +54,31 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 ),
             )
         )
-    if "PRESCIENT['ERROR_HANDLER']" not in bad:
-        try:
-            handler = import_string(values["ERROR_HANDLER"])
-            if not callable(handler):
-                raise TypeError("not callable")
-        except (ImportError, TypeError, ValueError) as exc:
-            errors.append(
-                diagnostics.ERROR_HANDLER(
-                    f"PRESCIENT['ERROR_HANDLER'] {values['ERROR_HANDLER']!r} cannot be used: {exc}",
-                    hint="give the dotted path of a callable(job, check, now)",
-                )
-            )
+    if "ERROR_HANDLER" not in bad:
+        errors.extend(_message(problem) for problem in import_problems(conf))
     return errors
+
+
+def _message(problem: Problem) -> Any:
+    """The system-check message of a bad setting: its id's class, what is wrong, what was got."""
+    return diagnostics.BY_ID[problem.code](problem.message, hint=problem.got)
 
 
 @register(Tags.models)
 def check_registry(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    """Each kind of job validates its own registrations and options (see JobKind.system_checks)."""
+    """Each kind of job validates its own registrations and options (see JobKind.system_checks).
+
+    A kind whose checks need a bad setting (expectations read ``CALENDARS`` and
+    ``HORIZON_DAYS``) says nothing: check_settings reports that setting, and the kind's own
+    checks run once it is fixed; the other kinds' checks run all the same."""
     errors: list[Any] = []
     for kind in registered_kinds():
-        errors.extend(kind.system_checks())
+        try:
+            with reporting():
+                found = kind.system_checks()
+        except BadSetting:
+            continue
+        errors.extend(found)
     return errors
 
 

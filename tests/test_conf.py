@@ -9,7 +9,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 import prescient
-from prescient.conf import setting
+from prescient.conf import BadSetting, reporting, setting
 from prescient.system_checks import check_settings
 
 BAD = [
@@ -91,3 +91,28 @@ def test_task_backend__good_options_are_accepted(settings):
         "default": {"BACKEND": "prescient.tasks.PrescientBackend", "OPTIONS": {"MAX_RETRIES": 2, "ROUND_TO_SLOT": True}}
     }
     assert tasks.task_backends["default"].options["MAX_RETRIES"] == 2
+
+
+# --- while the system checks run (issue #32, item 2) -------------------------------------------
+
+
+def test_reporting__a_good_setting_answers_beside_a_bad_one_and_a_bad_one_is_bad_setting(settings):
+    settings.PRESCIENT = {"SLOT_MINUTES": 5, "WORKER_HEARTBEAT_SECONDS": 0}
+    with reporting():
+        assert setting("SLOT_MINUTES") == 5
+        with pytest.raises(BadSetting, match=re.escape("PRESCIENT['WORKER_HEARTBEAT_SECONDS'] must be")):
+            setting("WORKER_HEARTBEAT_SECONDS")
+    with pytest.raises(ImproperlyConfigured, match="WORKER_HEARTBEAT_SECONDS"):  # elsewhere, as before
+        setting("SLOT_MINUTES")
+
+
+def test_reporting__not_a_dict__every_setting_is_bad(settings):
+    settings.PRESCIENT = [("SLOT_MINUTES", 15)]
+    with reporting(), pytest.raises(BadSetting, match="settings.PRESCIENT must be a dict"):
+        setting("SLOT_MINUTES")
+
+
+def test_reporting__an_unknown_key_makes_no_setting_bad(settings):
+    settings.PRESCIENT = {"SLOT_MINUTE": 5}
+    with reporting():
+        assert setting("SLOT_MINUTES") == 15

@@ -308,3 +308,41 @@ def test_diagnostic__makes_a_message_of_its_level_and_id(entry):
         entry.id, entry.level, "what went wrong", "what to do"
     )
     assert type(message) is {ERROR: Error, WARNING: Warning, INFO: Info}[entry.level]
+
+
+# --- bad settings are reported, never raised (issue #32, item 2) -------------------------------
+
+
+@pytest.mark.parametrize(("key", "value"), [("HORIZON_DAYS", 0), ("CALENDARS", 5), ("SLOT_MINUTES", 7)])
+def test_registry__a_kind_that_needs_a_bad_setting_says_nothing_and_the_others_still_check(
+    settings, register, key, value
+):
+    register("test.ghost", lambda thing, job: None, model="nowhere.Ghost")
+    settings.PRESCIENT = {key: value}
+    assert ids(check_registry()) == ["prescient.E010"]  # the checks kind needs no setting
+    assert [e.id for e in check_settings()] != []  # the setting itself is reported
+
+
+@pytest.mark.parametrize(
+    ("conf", "codes"),
+    [
+        ({"STALE_AFTER_SECONDS": -5}, ["prescient.E007"]),  # not also W001 and W002 from -5
+        ({"TIMEOUT_SECONDS": 0}, ["prescient.E004"]),
+        ({"WORKER_HEARTBEAT_SECONDS": 10**6}, ["prescient.E013"]),
+        ({"STALE_AFTER_SECONDS": 30, "TIMEOUT_SECONDS": 60, "SLOT_MINUTES": 7}, ["prescient.E003", "prescient.W001"]),
+    ],
+)
+def test_settings__the_warnings_leave_out_a_bad_value(settings, conf, codes):
+    settings.PRESCIENT = conf
+    assert ids(check_settings()) == codes
+
+
+def test_settings__an_error_handler_that_fails_to_import_is_e008_not_a_traceback(settings, tmp_path, monkeypatch):
+    (tmp_path / "broken_handler.py").write_text("raise RuntimeError('boom at import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    settings.PRESCIENT = {"ERROR_HANDLER": "broken_handler.handle"}
+    [error] = check_settings()
+    assert error.id == "prescient.E008"
+    assert error.msg == (
+        "PRESCIENT['ERROR_HANDLER'] 'broken_handler.handle' cannot be used: RuntimeError: boom at import"
+    )

@@ -23,10 +23,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from ..conf import MAX_DELAY_SECONDS
 from ..states import Outcome, State
 
-#: Longest delay accepted (100 years); a check's horizon usually refuses far less.
-MAX_DELAY_SECONDS = 100 * 365 * 24 * 3600
 #: Page sizes of the lists.
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200

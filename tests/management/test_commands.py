@@ -84,8 +84,8 @@ def test_pause_and_release__refused_transition_is_a_command_error(make_job, comm
     [
         ((), "one of the arguments --workflow --id is required"),
         (("--workflow", "w", "--id", "1"), "argument --id: not allowed with argument --workflow"),
-        (("--id", "zero"), "'zero' must be a whole number > 0"),
-        (("--id", "0"), "'0' must be a whole number > 0"),
+        (("--id", "zero"), "argument --id: must be a whole number from 1 to 9,223,372,036,854,775,807; got 'zero'"),
+        (("--id", "0"), "argument --id: must be a whole number from 1 to 9,223,372,036,854,775,807; got '0'"),
         (("--workflow", "  "), "--workflow needs a name"),
     ],
 )
@@ -124,7 +124,7 @@ def test_kill__of_a_running_job_says_it_is_requested(make_job, t0):
         (("--id", "{pk}"), "the following arguments are required: --reason"),
         (("--reason", "x"), "the following arguments are required: --id"),
         (("--id", "{pk}", "--reason", "   "), "--reason must not be blank"),
-        (("--id", "-3", "--reason", "x"), "'-3' must be a whole number > 0"),
+        (("--id", "-3", "--reason", "x"), "argument --id: must be a whole number from 1 to 9,223,372,036,854,775,807"),
     ],
 )
 def test_kill__bad_input_is_a_command_error_and_changes_nothing(make_job, args, message):

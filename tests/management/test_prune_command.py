@@ -119,8 +119,8 @@ def test_prune__the_default_now_is_the_database_clock(settings):
     [
         (["--now", "yesterday"], "'yesterday' is not an ISO 8601 date-time"),
         (["--now", "2026-11-22T10:00:00"], "'2026-11-22T10:00:00' has no UTC offset"),
-        (["--batch-size", "0"], "'0' must be a whole number > 0"),
-        (["--batch-size", "many"], "'many' must be a whole number > 0"),
+        (["--batch-size", "0"], "must be a whole number from 1 to 100,000; got '0'"),
+        (["--batch-size", "many"], "must be a whole number from 1 to 100,000; got 'many'"),
     ],
 )
 def test_prune__bad_arguments_are_command_errors_and_remove_nothing(rows, args, message):

@@ -43,5 +43,5 @@ def test_tick_command__bad_now_is_a_clear_error_and_runs_nothing(make_thing, t0,
 
 
 def test_tick_command__bad_batch_size(t0):
-    with pytest.raises(CommandError, match="must be a whole number > 0"):
+    with pytest.raises(CommandError, match="must be a whole number from 1 to 10,000; got '0'"):
         call_command("prescient_tick", "--batch-size", "0")

@@ -183,6 +183,31 @@ def take_back(job: FutureJob, to: str) -> None:
 
 def renew_leases(reserved_by: str, *, prefix: bool = False) -> int:
     """Stamp the claims of ``reserved_by`` (every token starting with it, with ``prefix``) as
-    alive now, by the database's clock; returns how many."""
+    alive now, by the database's clock; returns how many.
+
+    On PostgreSQL the rows are locked first, in primary-key order, skipping any that another
+    transaction holds (``FOR NO KEY UPDATE SKIP LOCKED``), and only those are stamped: the
+    renewal never waits for a row, so it is never part of a deadlock. One UPDATE over the rows
+    in no set order deadlocked against a child settling some of the same rows (the heartbeat
+    renews every claim of the worker while its children settle theirs). A row held at that
+    instant is being settled, taken back or rescued: it no longer needs its lease, and if it
+    does, the next heartbeat renews it, well within the stale period (W002).
+    """
     lookup = "reserved_by__startswith" if prefix else "reserved_by"
-    return FutureJob.objects.filter(**{lookup: reserved_by}).update(reserved_at=db_clock())
+    # Claimed rows only: they are read through their partial index (prescient_job_in_flight),
+    # not by a scan of the whole live table at every heartbeat.
+    mine = FutureJob.objects.filter(**{lookup: reserved_by}).exclude(reserved_by="")
+    if connection.vendor != "postgresql":  # SQLite: one writer at a time, nothing to order
+        return mine.update(reserved_at=db_clock())
+    # The rows to stamp are a MATERIALIZED CTE, picked and locked exactly once (see claim()).
+    pick_sql, params = mine.order_by("pk").values("pk").query.sql_with_params()
+    table = connection.ops.quote_name(FutureJob._meta.db_table)
+    pk = bulk.quote_column(FutureJob._meta.pk)
+    sql = (
+        f"WITH picked (pk) AS MATERIALIZED ({pick_sql} FOR NO KEY UPDATE SKIP LOCKED) "
+        f"UPDATE {table} SET {connection.ops.quote_name('reserved_at')} = statement_timestamp() "
+        f"FROM picked WHERE {table}.{pk} = picked.pk"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return max(int(cursor.rowcount), 0)

@@ -27,7 +27,7 @@ from prescient.exceptions import JobNotFound, PrescientError, UnknownCheck, clos
 from prescient.models import FutureJob
 from prescient.states import State
 
-from ._args import PrescientCommand, aware_datetime, positive_int
+from ._args import PrescientCommand, aware_datetime, job_id
 
 
 def entity_arg(text: str) -> tuple[str, str]:
@@ -120,7 +120,7 @@ class JobsCommand(ExamplesCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         which = parser.add_mutually_exclusive_group()
         which.add_argument(
-            "--id", type=positive_int, action="append", dest="ids", metavar="ID",
+            "--id", type=job_id, action="append", dest="ids", metavar="ID",
             help="A job, by id (repeat for more).",
         )
         which.add_argument("--workflow", help="The jobs of this workflow.")

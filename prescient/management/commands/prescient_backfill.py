@@ -17,19 +17,8 @@ from prescient.engine.verbs import schedule_many
 from prescient.exceptions import PrescientError
 from prescient.models import FutureJob
 
-from ._args import PrescientCommand, aware_datetime, positive_int
+from ._args import PrescientCommand, aware_datetime, delay_seconds, rows_per_statement
 from ._select import known_workflow
-
-
-def seconds(text: str) -> int:
-    """argparse type: a whole number of seconds, zero or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number of seconds >= 0")
-    return value
 
 
 def field_filter(text: str) -> tuple[str, str]:
@@ -85,11 +74,11 @@ class Command(PrescientCommand):
             help="Only rows whose field equals the value (repeat for several; all must match).",
         )
         when = parser.add_mutually_exclusive_group()
-        when.add_argument("--delay-seconds", type=seconds, default=None, help="Due this many seconds from now.")
+        when.add_argument("--delay-seconds", type=delay_seconds, default=None, help="Due this many seconds from now.")
         when.add_argument("--at", type=aware_datetime, default=None, help="Due at this time (ISO 8601 with offset).")
         parser.add_argument("--workflow", default="", help="Put the jobs in this workflow (known, or --create).")
         parser.add_argument("--create", action="store_true", help="Make the workflow if nothing uses it yet.")
-        parser.add_argument("--batch-size", type=positive_int, default=1000, help="Rows written per statement.")
+        parser.add_argument("--batch-size", type=rows_per_statement, default=1000, help="Rows written per statement.")
         parser.add_argument("--dry-run", action="store_true", help="Count what would be scheduled; write nothing.")
 
     def handle(self, *args: Any, **options: Any) -> None:

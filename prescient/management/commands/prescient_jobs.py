@@ -6,7 +6,7 @@ from django.core.management.base import CommandParser
 
 from prescient.models import FutureJob
 
-from ._args import positive_int
+from ._args import row_limit
 from ._select import JobsCommand
 
 
@@ -30,7 +30,7 @@ class Command(JobsCommand):
     missing_selection = ""
 
     def add_verb_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--limit", type=positive_int, default=100, help="Show at most N jobs (default 100).")
+        parser.add_argument("--limit", type=row_limit, default=100, help="Show at most N jobs (default 100).")
         parser.add_argument("--json", action="store_true", help="Print one JSON object per job.")
 
     def handle(self, *args: Any, **options: Any) -> None:

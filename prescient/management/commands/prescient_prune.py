@@ -7,7 +7,7 @@ from django.core.management.base import CommandParser
 from prescient.clock import db_now
 from prescient.maintenance.history_pruner import BATCH_SIZE, expired, prune_all, retention
 
-from ._args import PrescientCommand, aware_datetime, positive_int
+from ._args import PrescientCommand, aware_datetime, rows_per_statement
 
 
 class Command(PrescientCommand):
@@ -29,7 +29,7 @@ class Command(PrescientCommand):
         )
         parser.add_argument(
             "--batch-size",
-            type=positive_int,
+            type=rows_per_statement,
             default=None,
             help=f"Rows deleted per statement, each its own short transaction (default: {BATCH_SIZE}).",
         )

@@ -14,9 +14,8 @@ from prescient.engine.verbs import due_time, entity_ref, schedule_job
 from prescient.exceptions import PrescientError
 from prescient.models import FutureJob
 
-from ._args import aware_datetime
+from ._args import aware_datetime, delay_seconds
 from ._select import ExamplesCommand, entity_arg, known_workflow, model_label
-from .prescient_backfill import seconds
 from .prescient_jobs import job_row
 
 
@@ -54,7 +53,7 @@ class Command(ExamplesCommand):
         )
         when = parser.add_mutually_exclusive_group()
         when.add_argument("--at", type=aware_datetime, default=None, help="Due at this time (ISO 8601 with offset).")
-        when.add_argument("--delay-seconds", type=seconds, default=None, help="Due this many seconds from now.")
+        when.add_argument("--delay-seconds", type=delay_seconds, default=None, help="Due this many seconds from now.")
         parser.add_argument("--workflow", default="", help="Put the job in this workflow (known, or --create).")
         parser.add_argument("--create", action="store_true", help="Make the workflow if nothing uses it yet.")
         parser.add_argument("--replace", action="store_true", help="Move the due time of a pending job.")

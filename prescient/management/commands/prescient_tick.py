@@ -8,7 +8,7 @@ from django.core.management.base import CommandParser
 from prescient.conf import setting
 from prescient.runtime.tick import operator_signals, tick
 
-from ._args import PrescientCommand, aware_datetime, memory_cap, positive_int
+from ._args import PrescientCommand, aware_datetime, batch_size, memory_cap
 
 
 class Command(PrescientCommand):
@@ -21,7 +21,7 @@ class Command(PrescientCommand):
             default=None,
             help="Process what is due at this time (ISO 8601 with offset); default: the database's time.",
         )
-        parser.add_argument("--batch-size", type=positive_int, default=None, help="Jobs claimed per batch.")
+        parser.add_argument("--batch-size", type=batch_size, default=None, help="Jobs claimed per batch.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         # The watchdog ends this process (status 3) if a check will not stop at its timeout.

@@ -11,7 +11,7 @@ from django.db import connection
 from prescient.conf import setting
 from prescient.runtime.worker import WorkerProcess
 
-from ._args import PrescientCommand, positive_int
+from ._args import PrescientCommand, batch_size, concurrency
 
 
 class Command(PrescientCommand):
@@ -22,11 +22,11 @@ class Command(PrescientCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--concurrency", type=positive_int, default=os.cpu_count() or 1,
+            "--concurrency", type=concurrency, default=min(os.cpu_count() or 1, concurrency.most),
             help="Child processes running checks (default: the number of CPUs).",
         )
         parser.add_argument("--once", action="store_true", help="Process what is due now, then exit.")
-        parser.add_argument("--batch-size", type=positive_int, default=None, help="Jobs claimed per batch.")
+        parser.add_argument("--batch-size", type=batch_size, default=None, help="Jobs claimed per batch.")
         parser.add_argument(
             "--queue", default=None,
             help="Serve only these django.tasks queues (comma-separated), highest priority first; "
