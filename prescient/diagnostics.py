@@ -131,6 +131,11 @@ HEARTBEAT_TOO_SLOW = Diagnostic(
     "prescient.W002", WARNING, "`WORKER_HEARTBEAT_SECONDS` is more than half the stale period: one late "
     "heartbeat makes a worker's claims look lost", "lengthen the stale period or shorten the heartbeat",
 )
+CRASHES_NOT_KEPT = Diagnostic(
+    "prescient.W003", WARNING, "`RECENT_ERRORS` is less than `MAX_CRASHES`: a job whose runs end their process "
+    "is never buried (the row of crashes is counted from its recent errors)",
+    "keep at least `MAX_CRASHES` recent errors",
+)
 API_DOCS_CDN = Diagnostic(
     "prescient.W010", WARNING, "the API docs page (`/prescient/docs`) loads Swagger UI from a CDN, so it is "
     "blank without internet (raised only when prescient's URLs are mounted)",

@@ -54,6 +54,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 ),
             )
         )
+    if not bad & {"RECENT_ERRORS", "MAX_CRASHES"} and values["RECENT_ERRORS"] < values["MAX_CRASHES"]:
+        errors.append(
+            diagnostics.CRASHES_NOT_KEPT(
+                "PRESCIENT['RECENT_ERRORS'] is less than MAX_CRASHES",
+                hint=(
+                    f"{values['RECENT_ERRORS']} recent errors are kept; {values['MAX_CRASHES']} crashes in a row "
+                    "bury a job, so none ever is"
+                ),
+            )
+        )
     if "ERROR_HANDLER" not in bad:
         errors.extend(_message(problem) for problem in import_problems(conf))
     return errors

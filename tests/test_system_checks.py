@@ -68,6 +68,13 @@ def test_stale_shorter_than_timeout_warns(settings):
     assert ids(check_settings()) == ["prescient.W001"]
 
 
+def test_fewer_recent_errors_than_max_crashes_warns(settings):
+    settings.PRESCIENT = {"RECENT_ERRORS": 2, "MAX_CRASHES": 3}
+    assert ids(check_settings()) == ["prescient.W003"]
+    settings.PRESCIENT = {"RECENT_ERRORS": 3, "MAX_CRASHES": 3}
+    assert ids(check_settings()) == []
+
+
 def test_check_naming_a_missing_model(register):
     register("test.ghost", lambda thing, job: None, model="nowhere.Ghost")
     errors = check_registry()
