@@ -65,6 +65,11 @@ class Check:
     kind: str = "check"
     #: What follows a failed run of this check (None: the ``ERROR_HANDLER`` setting).
     error_handler: ErrorHandler | None = None
+    #: At most this many of its runs at once in one worker child (1: code that is not
+    #: thread-safe); None: as many as the child has lanes.
+    lanes: int | None = None
+    #: The queue its jobs are in (``prescient_worker --queue``); "" is the queue of checks.
+    queue: str = ""
 
     @property
     def model(self) -> type[models.Model] | None:
@@ -113,20 +118,29 @@ def check(
     horizon_days: float | None = None,
     max_retries: int | None = None,
     error_handler: ErrorHandler | None = None,
+    lanes: int | None = None,
+    queue: str = "",
 ) -> Callable[[F], F]:
     """Register the decorated function as the check ``name``.
 
-    The function is called as ``func(instance, job)`` and returns ``None`` (done), a timedelta
-    or an aware datetime (check again then). ``model`` (``"app.Model"`` or the class) is the
-    model whose instances it is about; the keyword arguments override the ``PRESCIENT`` settings
-    for this check alone (``error_handler``: a callable, e.g.
-    ``prescient.errors.error_rate()``, in place of ``ERROR_HANDLER``).
+    The function (plain or ``async def``) is called as ``func(instance, job)`` and returns
+    ``None`` (done), a timedelta or an aware datetime (check again then). ``model``
+    (``"app.Model"`` or the class) is the model whose instances it is about; the keyword
+    arguments override the ``PRESCIENT`` settings for this check alone (``error_handler``: a
+    callable, e.g. ``prescient.errors.error_rate()``, in place of ``ERROR_HANDLER``).
+    ``lanes``: at most this many of its runs at once in one worker child (``lanes=1`` for code
+    that is not thread-safe). ``queue``: its jobs' queue, served by ``prescient_worker --queue``
+    (default ``""``, the queue of checks).
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError("A check needs a non-empty name")
     label = _model_label(model)
     if error_handler is not None and not callable(error_handler):
         raise TypeError(f"error_handler must be callable, got {type(error_handler).__name__}")
+    if lanes is not None and (isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1):
+        raise ValueError(f"lanes must be a whole number of at least 1, got {lanes!r}")
+    if not isinstance(queue, str) or len(queue) > 100 or queue != queue.strip() or "," in queue:
+        raise ValueError(f"queue must be a name of at most 100 characters, no commas nor edge spaces; got {queue!r}")
 
     def decorator(func: F) -> F:
         entry = Check(
@@ -138,6 +152,8 @@ def check(
             horizon_days=horizon_days,
             max_retries=max_retries,
             error_handler=error_handler,
+            lanes=lanes,
+            queue=queue,
         )
         existing = _registry.get(name)
         if existing is not None and _identity(existing.func) != _identity(func):

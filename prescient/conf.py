@@ -42,6 +42,9 @@ DEFAULTS: dict[str, Any] = {
     "WORKER_POLL_SECONDS": 1.0,
     # prescient_worker on SIGTERM/SIGINT: how long runs in flight may take to finish.
     "WORKER_GRACE_SECONDS": 30,
+    # prescient_worker: the lanes of each child, the jobs it runs at once (threads for sync code,
+    # its event loop for async code); 1: the child runs them one at a time itself.
+    "WORKER_LANES": 1,
     # prescient_worker: jobs claimed beyond its idle children (0: a job is claimed only when a
     # child is free to start it at once).
     "WORKER_PREFETCH": 0,
@@ -266,6 +269,7 @@ RULES: dict[str, Rule | Callable[[str, Any], list[Problem]]] = {
     "WORKER_POLL_SECONDS": seconds(0.05, 3600, diagnostics.WORKER_PERIODS.id),
     "WORKER_GRACE_SECONDS": seconds(0, 86_400, diagnostics.WORKER_PERIODS.id),
     "WORKER_PREFETCH": whole(0, 10_000, diagnostics.WORKER_LIMITS.id),
+    "WORKER_LANES": whole(1, 1_024, diagnostics.WORKER_LIMITS.id),
     "CHILD_MEMORY_MB": whole(
         MIN_CHILD_MEMORY_MB, 16 * 1024 * 1024, diagnostics.WORKER_LIMITS.id, none="no limit"
     ),

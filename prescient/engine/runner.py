@@ -9,6 +9,8 @@ not exist) the run cannot be interrupted; it is measured and counted as failed o
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import signal
 import threading
@@ -87,6 +89,41 @@ def _can_alarm() -> bool:
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
+#: The event loop of this process's lanes (a worker's child), where async code is awaited;
+#: without one (a tick) each awaitable runs on a loop of its own.
+_loop: list[asyncio.AbstractEventLoop] = []
+
+
+def use_loop(loop: asyncio.AbstractEventLoop | None) -> None:
+    """Await async code on ``loop`` (running in a thread of its own) from now on (None: on a
+    loop of its own each time)."""
+    _loop[:] = [] if loop is None else [loop]
+
+
+def wait_for(awaitable: Any, timeout: float) -> Any:
+    """Await ``awaitable`` for at most ``timeout`` seconds (CheckTimeout past it), on this
+    process's loop when it has one, else on a loop of its own; returns its value."""
+
+    async def bounded() -> Any:
+        try:
+            return await asyncio.wait_for(awaitable, max(timeout, 0.0))
+        except TimeoutError as exc:
+            if isinstance(exc.__cause__, asyncio.CancelledError):  # wait_for's own, not the code's
+                raise CheckTimeout(f"awaited past its timeout of {timeout:g}s") from None
+            raise  # the code's own TimeoutError
+
+    if _loop and not _in_loop(_loop[0]):
+        return asyncio.run_coroutine_threadsafe(bounded(), _loop[0]).result()
+    return asyncio.run(bounded())
+
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
 def _on_alarm(signum: int, frame: FrameType | None) -> None:
     store.cancel_current_query()
     raise CheckTimeout()
@@ -121,6 +158,8 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
             # shell: see runtime.tick.operator_signals) raises Interrupted here, and only here.
             with interrupts.interruptible():
                 result.value = func(*args)
+                if inspect.isawaitable(result.value):  # an async def check, task or handler
+                    result.value = wait_for(result.value, timeout - (time.monotonic() - started))
         finally:
             if alarm:
                 try:  # disarmed first: an alarm that fires now cannot skip the handler's restore

@@ -58,7 +58,9 @@ def schedule_job(
     if not workflow and not replace and not parents:
         # The common case in one statement (so, in autocommit mode, one round trip).
         # A job due already wakes a worker (in the same statement) rather than wait for the next slot.
-        job = store.new_job(entity_name=entity_name, entity_key=entity_key, job_exec=entry.name, due=first, now=now)
+        job = store.new_job(
+            entity_name=entity_name, entity_key=entity_key, job_exec=entry.name, due=first, now=now, queue=entry.queue
+        )
         written = store.insert_new([job], returning=True, wake=first <= now)
         if written:
             logger.debug("job id=%s scheduled %s at %s", job.pk, entry.name, first)
@@ -74,7 +76,7 @@ def schedule_job(
             dependencies.lock_parents(parents)
             job = store.new_job(
                 entity_name=entity_name, entity_key=entity_key, job_exec=entry.name, due=first, now=now,
-                workflow=workflow, paused=paused, waiting=bool(parents),
+                workflow=workflow, paused=paused, waiting=bool(parents), queue=entry.queue,
             )
             try:
                 with transaction.atomic():
@@ -193,7 +195,7 @@ def schedule_many(
             if parents:
                 jobs = [
                     store.new_job(entity_name=name, entity_key=key, job_exec=entry.name, due=first, now=now,
-                                  workflow=workflow, paused=paused, waiting=True)
+                                  workflow=workflow, paused=paused, waiting=True, queue=entry.queue)
                     for name, key in unique
                 ]
                 dependencies.lock_parents(parents)
@@ -202,7 +204,7 @@ def schedule_many(
                 written = len(pks)
             else:  # one job, copied for each entity
                 job = store.new_job(entity_name="", entity_key="", job_exec=entry.name, due=first, now=now,
-                                    workflow=workflow, paused=paused)
+                                    workflow=workflow, paused=paused, queue=entry.queue)
                 written = store.insert_copies(job, list(unique), wake=first <= now and not paused)
         seen += len(batch)
         created += written

@@ -65,7 +65,7 @@ def _listen_for_commands(control: Connection) -> None:
 
 def main(
     conn: Connection, parent: int, memory_mb: int | None, control: Connection, shared: Any, prefix: str,
-    batch_size: int, queues: list[str] | None, max_runs: int | None,
+    batch_size: int, queues: list[str] | None, max_runs: int | None, lanes: int = 1,
 ) -> None:
     """Set Django up, then claim, run and settle parcels (:mod:`prescient.runtime.parcels`)
     under tokens starting with ``prefix`` until the worker says stop."""
@@ -82,14 +82,18 @@ def main(
     django.setup()
     from django.db import connections
 
+    from .lanes import LanedRunner
     from .parcels import ParcelRunner, RunSlot
 
     _limit_memory(memory_mb)
     threading.Thread(target=_listen_for_commands, args=(control,), name="prescient-commands", daemon=True).start()
     conn.send(("ready",))
     try:
-        ParcelRunner(
-            conn, RunSlot(shared), prefix, batch_size=batch_size, queues=queues, max_runs=max_runs
-        ).run()
+        if lanes > 1:
+            LanedRunner(
+                conn, RunSlot(shared), prefix, batch_size=batch_size, queues=queues, max_runs=max_runs, lanes=lanes,
+            ).run()
+        else:  # one lane: the main thread runs the jobs itself (a real SIGALRM timeout, no hand-over)
+            ParcelRunner(conn, RunSlot(shared), prefix, batch_size=batch_size, queues=queues, max_runs=max_runs).run()
     finally:
         connections.close_all()

@@ -43,36 +43,53 @@ WRITE_GIVE_UP_SECONDS = 60.0
 
 
 class RunSlot:
-    """The few numbers a child shares with its worker, in shared memory: the job whose code runs
-    (0: none), since when (monotonic seconds, one clock for every process of the host), its
-    timeout, and the number of the claim it belongs to (its token is ``<prefix>/<number>``)."""
+    """The few numbers a child shares with its worker, in shared memory, for each of its lanes:
+    the job whose code runs there (0: none), since when (monotonic seconds, one clock for every
+    process of the host) and its timeout; and the number of the child's last claim (its token
+    is ``<prefix>/<number>``)."""
 
-    JOB, SINCE, TIMEOUT, CLAIM = range(4)
+    JOB, SINCE, TIMEOUT = range(3)
+    WIDTH = 3
 
     def __init__(self, shared: Any) -> None:
-        self.shared = shared  # a multiprocessing.Array("d", 4)
+        self.shared = shared  # a multiprocessing.Array("d", 1 + WIDTH * lanes): the claim, then the lanes
+        self.lanes = (len(shared) - 1) // self.WIDTH
 
-    def running(self, job: FutureJob, claim: int) -> None:
+    @classmethod
+    def size(cls, lanes: int) -> int:
+        """The length of the shared array for ``lanes`` lanes."""
+        return 1 + cls.WIDTH * lanes
+
+    def _at(self, lane: int, field: int) -> int:
+        return 1 + lane * self.WIDTH + field
+
+    def running(self, job: FutureJob, claim: int, lane: int = 0) -> None:
         with self.shared.get_lock():
-            self.shared[self.JOB] = float(job.pk)
-            self.shared[self.SINCE] = time.monotonic()
-            self.shared[self.TIMEOUT] = sweep.timeout_of(job)
-            self.shared[self.CLAIM] = float(claim)
+            self.shared[self._at(lane, self.JOB)] = float(job.pk)
+            self.shared[self._at(lane, self.SINCE)] = time.monotonic()
+            self.shared[self._at(lane, self.TIMEOUT)] = sweep.timeout_of(job)
+            self.shared[0] = float(claim)
 
     def claiming(self, claim: int) -> None:
         with self.shared.get_lock():
-            self.shared[self.JOB] = 0.0
-            self.shared[self.CLAIM] = float(claim)
+            self.shared[0] = float(claim)
 
-    def clear(self) -> None:
+    def clear(self, lane: int | None = None) -> None:
+        """The run of ``lane`` (None: of every lane) is over."""
         with self.shared.get_lock():
-            self.shared[self.JOB] = 0.0
+            for index in range(self.lanes) if lane is None else (lane,):
+                self.shared[self._at(index, self.JOB)] = 0.0
 
-    def read(self) -> tuple[int, float, float, int]:
-        """``(job id or 0, since, timeout, claim number)``."""
+    def read(self) -> list[tuple[int, float, float]]:
+        """``(job id, since, timeout)`` of each lane running a job's code."""
         with self.shared.get_lock():
             values = list(self.shared)
-        return int(values[self.JOB]), values[self.SINCE], values[self.TIMEOUT], int(values[self.CLAIM])
+        runs = []
+        for lane in range(self.lanes):
+            pk = int(values[self._at(lane, self.JOB)])
+            if pk:
+                runs.append((pk, values[self._at(lane, self.SINCE)], values[self._at(lane, self.TIMEOUT)]))
+        return runs
 
 
 class ParcelRunner:

@@ -73,9 +73,9 @@ class Pool:
 
     def __init__(
         self, size: int, *, token: str, batch_size: int, queues: list[str] | None = None,
-        memory_mb: int | None = None, max_runs: int | None = None,
+        memory_mb: int | None = None, max_runs: int | None = None, lanes: int = 1,
     ) -> None:
-        self.size, self.token = size, token
+        self.size, self.token, self.lanes = size, token, max(1, lanes)
         self.batch_size, self.queues = batch_size, queues
         self.memory_mb, self.max_runs = memory_mb, max_runs
         self._context = multiprocessing.get_context("spawn")
@@ -101,11 +101,11 @@ class Pool:
         prefix = f"{self.token}/{self._serial}"
         ours, theirs = context.Pipe()
         commands_in, commands_out = context.Pipe(duplex=False)  # the child reads, this process writes
-        shared = context.Array("d", 4)
+        shared = context.Array("d", RunSlot.size(self.lanes))
         process = context.Process(
             target=child_main,
             args=(theirs, os.getpid(), self.memory_mb, commands_in, shared, prefix, self.batch_size, self.queues,
-                  self.max_runs),
+                  self.max_runs, self.lanes),
             name="prescient-child", daemon=True,
         )
         process.start()
@@ -141,11 +141,9 @@ class Pool:
         return list(wait(handles, max(0.0, timeout)))
 
     def _next_deadline(self) -> float | None:
-        deadlines = []
+        deadlines: list[float] = []
         for child in self.children:
-            pk, since, timeout, _ = child.slot.read()
-            if pk:
-                deadlines.append(since + timeout + HARD_KILL_AFTER)
+            deadlines.extend(since + timeout + HARD_KILL_AFTER for _, since, timeout in child.slot.read())
         return min(deadlines) if deadlines else None
 
     def read(self) -> Counter[str]:
@@ -178,35 +176,43 @@ class Pool:
         return told
 
     def check(self, clock: Callable[[], datetime]) -> Charges:
-        """Kill the children whose run overran its hard deadline, replace those killed or
-        ended; returns what to write for the claims they held."""
+        """Kill the children with a run past its hard deadline, replace those killed or ended;
+        returns what to write for the claims they held: a run past its deadline is charged
+        (CheckTimeout), the runs in flight of a child that died are charged (ChildDied: which of
+        them ended it is not known), every other job of their claims is handed back."""
         charges: Charges = []
         for child in list(self.children):
-            pk, since, timeout, _ = child.slot.read()
+            runs = child.slot.read()
             if not child.process.is_alive():
                 child.process.join(1)
                 code = child.process.exitcode
-                if code != 0 or pk:
-                    charges.extend(self._charge(child, clock(), ChildDied(f"its process exited with code {code}")))
+                if code != 0 or runs:
+                    died = ChildDied(f"its process exited with code {code}")
+                    charges.extend(self._charge(child, clock(), {pk: died for pk, _, _ in runs}))
                 self._replace(child)
-            elif pk and time.monotonic() > since + timeout + HARD_KILL_AFTER:
+                continue
+            late = {pk: timeout for pk, since, timeout in runs if time.monotonic() > since + timeout + HARD_KILL_AFTER}
+            if late:
                 child.process.kill()
                 child.process.join(5)
-                charges.extend(self._charge(child, clock(), CheckTimeout(
-                    f"the check did not return within its timeout of {timeout:g}s; its process was killed"
-                )))
+                charges.extend(self._charge(child, clock(), {
+                    pk: CheckTimeout(
+                        f"the check did not return within its timeout of {timeout:g}s; its process was killed"
+                    ) for pk, timeout in late.items()
+                }))
                 self._replace(child)
         return charges
 
-    def _charge(self, child: Child, now: datetime, error: BaseException | None) -> Charges:
-        """The claims ``child`` held when it ended: the run in flight fails with ``error`` (None:
-        it is handed back, as every other job of its claims is)."""
-        pk, since, _, _ = child.slot.read()
-        seconds = time.monotonic() - since if pk else 0.0
+    def _charge(self, child: Child, now: datetime, errors: dict[int, BaseException]) -> Charges:
+        """The claims ``child`` held when it ended: each run of ``errors`` fails with its error;
+        every other job of its claims is handed back, nothing charged."""
+        since = {pk: started for pk, started, _ in child.slot.read()}
         by_token: dict[str, list[Decision]] = {}
         for job in FutureJob.objects.filter(reserved_by__startswith=f"{child.prefix}/").order_by("pk"):
-            if job.pk == pk and error is not None:
+            error = errors.get(job.pk)
+            if error is not None:
                 logger.error("job id=%s %s: %s (%s)", job.pk, type(error).__name__, error, job.job_exec)
+                seconds = time.monotonic() - since[job.pk] if job.pk in since else 0.0
                 decision = sweep.failed_run(job, error, now, seconds)
             else:
                 decision = sweep.hand_back(job)
@@ -284,23 +290,23 @@ class Pool:
         why = "a second signal" if cold() else "the end of the grace period"
         for child in list(self.children):
             lingering = child.process.is_alive()
-            pk, _, _, _ = child.slot.read()
+            runs = child.slot.read()
             if lingering:
                 child.process.kill()
-                if pk:
+                for pk, _, _ in runs:
                     logger.warning("job id=%s: its run was cut by %s and is handed back uncharged", pk, why)
             child.process.join(5)
             code = child.process.exitcode
             if lingering:
-                held = self._charge(child, now, None)
+                held = self._charge(child, now, {})
                 logger.warning(
                     "a child did not finish before %s; its %s claimed jobs are handed back (any that had "
                     "run and were not yet written run again)", why, sum(len(decisions) for _, decisions in held),
                 )
                 charges.extend(held)
-            elif code != 0:  # it died during the grace period: its run in flight ended it
-                died = ChildDied(f"its process exited with code {code}") if pk else None
-                charges.extend(self._charge(child, now, died))
+            elif code != 0:  # it died during the grace period: its runs in flight ended it
+                died = ChildDied(f"its process exited with code {code}")
+                charges.extend(self._charge(child, now, {pk: died for pk, _, _ in runs}))
             self._close(child)
         self.children = []
         return charges

@@ -92,8 +92,11 @@ class WorkerProcess:
     def __init__(
         self, *, concurrency: int = 1, once: bool = False, batch_size: int | None = None,
         queues: list[str] | None = None, on_start: Callable[[WorkerProcess], None] | None = None,
+        lanes: int | None = None,
     ) -> None:
         self.concurrency = max(1, concurrency)
+        #: The jobs each child runs at once (WORKER_LANES by default).
+        self.lanes = max(1, int(lanes or setting("WORKER_LANES")))
         #: Called once the worker has registered (the command prints its start-up line).
         self.on_start = on_start
         #: Only jobs of these queues (``""``: checks; others: django.tasks queues); by priority either way.
@@ -147,6 +150,7 @@ class WorkerProcess:
             self.pool = Pool(
                 self.concurrency, token=self.token, batch_size=self.batch_size, queues=self.queues,
                 memory_mb=int(memory) if memory else None, max_runs=int(max_runs) if max_runs else None,
+                lanes=self.lanes,
             )
             self._with_db(self._register)
             if self.record is None:  # told to stop before the database answered
@@ -154,7 +158,7 @@ class WorkerProcess:
                 return 0
             self.heartbeat = Heartbeat(self.record.pk, self.token, float(setting("WORKER_HEARTBEAT_SECONDS")))
             self.heartbeat.start()
-            logger.info("worker %s started, concurrency %s", self.name, self.concurrency)
+            logger.info("worker %s started, concurrency %s, lanes %s", self.name, self.concurrency, self.lanes)
             if self.on_start is not None:
                 self.on_start(self)
             while not self.stopping:

@@ -240,3 +240,47 @@ def fault_crash(thing: Thing, job: object) -> None:
     """Ends its process, every time."""
     _log_monotonic("fault.crash", thing)
     os._exit(1)
+
+
+# --- lanes (tests/runtime/test_lanes.py) -------------------------------------------------------
+
+
+@prescient.check("lane.async_quiet", model="testapp.Thing")
+async def lane_async_quiet(thing: Thing, job: object) -> None:
+    """fault.quiet, awaited: sleeps ``seconds`` on the event loop and appends ``start end``
+    (monotonic) to ``<dir>/<thing.pk>``, where ``thing.name`` is ``<dir>|<seconds>``."""
+    import asyncio
+    from pathlib import Path
+
+    folder, seconds = thing.name.split("|")
+    started = time.monotonic()
+    await asyncio.sleep(float(seconds))
+    with (Path(folder) / str(thing.pk)).open("a") as out:
+        out.write(f"{started} {time.monotonic()}\n")
+
+
+@prescient.check("lane.one_at_a_time", model="testapp.Thing", lanes=1)
+def lane_one_at_a_time(thing: Thing, job: object) -> None:
+    """fault.quiet for code that is not thread-safe: never two runs at once in a child."""
+    fault_quiet(thing, job)
+
+
+@prescient.check("lane.spin", model="testapp.Thing", timeout_seconds=1)
+def lane_spin(thing: Thing, job: object) -> None:
+    """Spins in Python past its timeout of 1 s (a CheckTimeout raised in its thread stops it)."""
+    while True:
+        pass
+
+
+@prescient.check("lane.stuck", model="testapp.Thing", timeout_seconds=1)
+def lane_stuck(thing: Thing, job: object) -> None:
+    """Blocks in C past its timeout of 1 s: only killing its process stops it."""
+    time.sleep(3600)
+
+
+@prescient.check("lane.async_stuck", model="testapp.Thing", timeout_seconds=1)
+async def lane_async_stuck(thing: Thing, job: object) -> None:
+    """Awaits past its timeout of 1 s: cancelled on the loop."""
+    import asyncio
+
+    await asyncio.sleep(3600)

@@ -82,6 +82,7 @@ rows_per_statement = Whole(1, 100_000)
 row_limit = Whole(1, 2**31 - 1)
 #: A worker's child processes (each a process with its own database connection).
 concurrency = Whole(1, 1_000)
+lanes = Whole(1, 1_024)
 #: A delay from now: up to the longest horizon, so the due time never passes the last date.
 delay_seconds = Whole(0, conf.MAX_DELAY_SECONDS, " seconds (100 years)")
 

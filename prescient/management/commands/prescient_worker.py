@@ -11,7 +11,7 @@ from django.db import connection
 from prescient.conf import setting
 from prescient.runtime.worker import WorkerProcess
 
-from ._args import PrescientCommand, batch_size, concurrency
+from ._args import PrescientCommand, batch_size, concurrency, lanes
 
 
 class Command(PrescientCommand):
@@ -24,6 +24,11 @@ class Command(PrescientCommand):
         parser.add_argument(
             "--concurrency", type=concurrency, default=min(os.cpu_count() or 1, concurrency.most),
             help="Child processes running checks (default: the number of CPUs).",
+        )
+        parser.add_argument(
+            "--lanes", type=lanes, default=None,
+            help="Jobs each child runs at once: threads for sync code, one event loop for async code "
+            "(default: the WORKER_LANES setting). Many lanes suit checks that wait on the network.",
         )
         parser.add_argument("--once", action="store_true", help="Process what is due now, then exit.")
         parser.add_argument("--batch-size", type=batch_size, default=None, help="Jobs claimed per batch.")
@@ -45,6 +50,7 @@ class Command(PrescientCommand):
             )
         worker = WorkerProcess(
             concurrency=options["concurrency"], once=options["once"], batch_size=options["batch_size"],
+            lanes=options["lanes"],
             queues=None if options["queue"] is None else [name.strip() for name in options["queue"].split(",")],
             on_start=self.started,
         )
@@ -56,5 +62,6 @@ class Command(PrescientCommand):
         queues = "all" if worker.queues is None else ",".join(name or "(checks)" for name in worker.queues)
         self.say(
             f"prescient worker: started name={worker.name} pid={os.getpid()} concurrency={worker.concurrency} "
+            f"lanes={worker.lanes} "
             f"database={connection.vendor} slot={setting('SLOT_MINUTES')}min queues={queues}"
         )

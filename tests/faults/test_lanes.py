@@ -1,0 +1,137 @@
+"""Lanes (issue #33, item 1): one worker child runs many jobs at once, sync on threads and
+``async def`` on its event loop; a run past its timeout is stopped in its lane, or costs its
+child when it will not stop; whatever a run raises is charged to its job alone."""
+
+from __future__ import annotations
+
+import signal
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from prescient.models import FutureJob, JobHistory, Worker
+from prescient.states import Outcome, State
+from tests.testapp.models import Thing
+
+from .conftest import children_of, seed, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def runs(folder: Path) -> list[tuple[float, float]]:
+    """The ``(start, end)`` of every run that wrote to ``folder`` (fault.quiet and its kin)."""
+    found = []
+    for path in folder.iterdir():
+        if path.name.isdigit():
+            for line in path.read_text().splitlines():
+                start, end = line.split()
+                found.append((float(start), float(end)))
+    return found
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+@pytest.mark.parametrize("check", ["fault.quiet", "lane.async_quiet"], ids=["sync", "async"])
+def test_one_child_with_8_lanes__runs_8_jobs_at_once_each_once(processes, tmp_path, check):
+    seed(48, check, name=f"{tmp_path}|0.3")
+    worker = processes.start("prescient_worker", "--concurrency", "1", "--lanes", "8")
+    wait_until(lambda: JobHistory.objects.count() == 48, 60, what="every job to end")
+    worker.send_signal(signal.SIGTERM)
+    assert processes.finish(worker, 30) == 0, processes.output(worker)
+    done = runs(tmp_path)
+    assert len(done) == 48, "each job ran once"
+    assert most_at_once(done) == 8, most_at_once(done)  # 8 lanes, never more
+    assert set(JobHistory.objects.values_list("outcome", flat=True)) == {Outcome.COMPLETED}
+    assert "lanes=8" in processes.output(worker)
+
+
+def test_a_check_with_lanes_1__never_runs_twice_at_once_in_a_child(processes, tmp_path):
+    alone = {str(thing.pk) for thing in seed(12, "lane.one_at_a_time", name=f"{tmp_path}|0.1")}
+    seed(16, "fault.quiet", name=f"{tmp_path}|0.1")
+    worker = processes.start("prescient_worker", "--concurrency", "1", "--lanes", "8")
+    wait_until(lambda: JobHistory.objects.count() == 28, 60, what="every job to end")
+    worker.send_signal(signal.SIGTERM)
+    assert processes.finish(worker, 30) == 0
+    ones = [
+        (float(start), float(end))
+        for key in alone for start, end in (line.split() for line in (tmp_path / key).read_text().splitlines())
+    ]
+    assert len(ones) == 12
+    assert most_at_once(ones) == 1
+    assert most_at_once(runs(tmp_path)) > 1  # the other check did share the lanes
+
+
+def test_a_run_spinning_past_its_timeout__is_stopped_in_its_lane_and_the_child_lives(processes, tmp_path):
+    [spin] = seed(1, "lane.spin")
+    seed(20, "fault.quiet", name=f"{tmp_path}|0.2")
+    worker = processes.start("prescient_worker", "--concurrency", "1", "--lanes", "4")
+    wait_until(lambda: JobHistory.objects.count() == 20, 60, what="the others")
+    wait_until(lambda: FutureJob.objects.get(entity_key=str(spin.pk)).failure_count == 1, 30, what="the spin charged")
+    [child] = children_of(worker.pid)
+    worker.send_signal(signal.SIGTERM)
+    assert processes.finish(worker, 30) == 0
+    job = FutureJob.objects.get(entity_key=str(spin.pk))
+    assert (job.state, job.run_count, job.failure_count) == (State.SCHEDULED, 1, 1)
+    assert job.recent_errors[-1]["exception_class_path"] == "prescient.exceptions.CheckTimeout"
+    assert "killed" not in job.last_error  # stopped in its lane, not by killing the child
+    assert "ChildDied" not in processes.output(worker)
+    assert child  # one child all along: not replaced
+
+
+def test_a_run_blocked_past_its_timeout__costs_its_child_and_the_other_lanes_are_handed_back(processes, tmp_path):
+    [stuck] = seed(1, "lane.stuck")
+    quiet = seed(3, "fault.quiet", name=f"{tmp_path}|30", due_in=-timedelta(minutes=30))  # claimed with it
+    worker = processes.start("prescient_worker", "--concurrency", "1", "--lanes", "4")
+    first = children_of(worker.pid)
+    wait_until(lambda: FutureJob.objects.get(entity_key=str(stuck.pk)).failure_count == 1, 30, what="stuck charged")
+    job = FutureJob.objects.get(entity_key=str(stuck.pk))
+    assert job.last_error.startswith("CheckTimeout:") and "its process was killed" in job.last_error
+    for thing in quiet:  # in flight beside it: handed back, nothing charged
+        other = FutureJob.objects.get(entity_key=str(thing.pk))
+        assert (other.run_count, other.failure_count) == (0, 0), other
+    assert children_of(worker.pid) != first  # replaced
+    worker.send_signal(signal.SIGKILL)
+    worker.wait(10)
+
+
+def test_an_async_run_past_its_timeout__is_cancelled_and_charged(processes):
+    [stuck] = seed(1, "lane.async_stuck")
+    worker = processes.start("prescient_worker", "--concurrency", "1", "--lanes", "4")
+    wait_until(lambda: FutureJob.objects.get(entity_key=str(stuck.pk)).failure_count == 1, 30, what="charged")
+    job = FutureJob.objects.get(entity_key=str(stuck.pk))
+    assert job.recent_errors[-1]["exception_class_path"] == "prescient.exceptions.CheckTimeout"
+    assert "killed" not in job.last_error
+    worker.send_signal(signal.SIGTERM)
+    assert processes.finish(worker, 30) == 0
+
+
+def test_the_lanes_close_their_connections_when_idle_and_when_the_worker_stops(processes):
+    from django.db import connection
+
+    def backends() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            return int(cursor.fetchone()[0])
+
+    seed(32, "fault.slow", name="0.2")  # writes RunLog rows: each lane opens its connection
+    before = backends()
+    worker = processes.start("prescient_worker", "--concurrency", "1", "--lanes", "8")
+    wait_until(lambda: JobHistory.objects.count() == 32, 60, what="every job to end")
+    busy = backends()
+    wait_until(lambda: backends() <= before + 3, 20, what="the idle lanes to close their connections")
+    assert busy >= before + 8  # the lanes had theirs
+    worker.send_signal(signal.SIGTERM)
+    assert processes.finish(worker, 30) == 0
+    wait_until(lambda: backends() == before, 10, what="every connection closed")
+    assert Worker.objects.filter(stopped_at__isnull=False).count() == 1
+    assert Thing.objects.count() == 32
