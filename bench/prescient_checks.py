@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import timedelta
 
@@ -12,6 +13,8 @@ import prescient
 from .models import Item, Parcel
 
 AGAIN = timedelta(hours=1)
+#: The wait of bench.wait and bench.await (BENCH_WAIT_MS, default 50 ms).
+WAIT_SECONDS = float(os.environ.get("BENCH_WAIT_MS", "50")) / 1000
 
 
 @prescient.check("bench.noop", model="bench.Item")
@@ -35,3 +38,18 @@ def done(item: Item, job: object) -> None:
 @prescient.expectation("bench.parcel", model="bench.Parcel", met=Q(stamp__lt=0), ladder=[timedelta(hours=1)])
 def parcel_late(parcel: Parcel, job: object, step: int) -> None:
     """Never met in the bench (stamps are positive): its saves measure the receivers' cost."""
+
+
+@prescient.check("bench.wait", model="bench.Item", timeout_seconds=60)
+def wait(item: Item, job: object) -> None:
+    """A check that waits on the world: a call of ``BENCH_WAIT_MS`` (default 50) milliseconds,
+    as a request to a carrier's API would, then ends its job."""
+    time.sleep(WAIT_SECONDS)
+
+
+@prescient.check("bench.await", model="bench.Item", timeout_seconds=60)
+async def await_(item: Item, job: object) -> None:
+    """The same wait, awaited (an ``async def`` check, as one using httpx.AsyncClient would)."""
+    import asyncio
+
+    await asyncio.sleep(WAIT_SECONDS)

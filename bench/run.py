@@ -40,6 +40,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "recurring_schedules": 100_000, "recurring_due": 10_000, "churn": 1_000_000,
         "metrics_pending": 1_000_000, "metrics_history": 1_000_000, "metrics_scrapes": 15,
         "prune_rows": 2_000_000, "prune_expired": 1_000_000, "prune_window": 10.0, "prune_chunk": 2_000,
+        "io_lanes": [1, 8, 32, 64, 256], "io_async_lanes": [64, 256], "io_per_lane": 60, "io_min": 400,
     },
     "quick": {
         "runs": 2, "sweep": 2_000, "pending": 100_000, "due": [300, 3_000], "idle_reps": 60,
@@ -49,6 +50,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "recurring_schedules": 10_000, "recurring_due": 1_000, "churn": 40_000,
         "metrics_pending": 50_000, "metrics_history": 50_000, "metrics_scrapes": 9, "sqlite_sweep": 1_000,
         "prune_rows": 200_000, "prune_expired": 100_000, "prune_window": 3.0, "prune_chunk": 1_000,
+        "io_lanes": [1, 8, 64], "io_async_lanes": [64], "io_per_lane": 20, "io_min": 100,
     },
     "tiny": {
         "runs": 1, "sweep": 200, "pending": 2_000, "due": [50, 200], "idle_reps": 5,
@@ -57,12 +59,15 @@ SIZES: dict[str, dict[str, Any]] = {
         "recurring_schedules": 200, "recurring_due": 20, "churn": 400,
         "metrics_pending": 2_000, "metrics_history": 2_000, "metrics_scrapes": 3,
         "prune_rows": 2_000, "prune_expired": 1_000, "prune_window": 2.0, "prune_chunk": 100,
+        "io_lanes": [1, 8], "io_async_lanes": [8], "io_per_lane": 5, "io_min": 20,
     },
 }
 
 
 #: The sections of bench/suite.py, in the order they run.
-ALL_SECTIONS = ("sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "prune", "metrics", "peers")
+ALL_SECTIONS = (
+    "sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "prune", "metrics", "peers", "io",
+)
 #: What ``--quick`` runs unless told otherwise (``--only herd,peers`` runs the rest).
 QUICK_SECTIONS = ("sweep", "idle", "scheduling", "metrics")
 #: And of those, what it runs on SQLite too (the rest is on PostgreSQL only, to stay under a minute).
@@ -246,6 +251,24 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("peers.behind.prescient", f"prescient: {behind} due behind {f} future", "/s", "peers.behind.dtdb_kept",
              (">=", 10.0, "ratio"), postgres_only=True),
     ]
+    wait = os.environ.get("BENCH_WAIT_MS", "50")
+    targets = {1: 0.85, 64: 0.8, 256: 0.5}
+    for lanes in sizes.get("io_lanes", []):
+        out += [
+            Spec(f"io.floor.{lanes}", f"io: floor, {lanes} lanes / {wait} ms", "/s", postgres_only=True),
+            Spec(f"io.lanes.{lanes}", f"io: {wait} ms waits, one worker of one child, {lanes} lanes", "/s",
+                 f"io.floor.{lanes}", (">=", targets[lanes], "ratio") if lanes in targets else None,
+                 postgres_only=True),
+        ]
+        if lanes in sizes.get("io_async_lanes", []):
+            out.append(Spec(f"io.async.{lanes}", f"io: the same awaited (async def), {lanes} lanes", "/s",
+                            f"io.floor.{lanes}", postgres_only=True))
+    if 64 in sizes.get("io_lanes", []) and 1 in sizes.get("io_lanes", []):
+        out.append(Spec("io.lanes.rss.64", "io: the worker's memory (all processes), 64 lanes", "MB", "io.lanes.rss.1",
+                        ("<=", 1.5, "ratio"), postgres_only=True))
+        out.append(Spec("io.lanes.rss.1", "io: the same, 1 lane", "MB", postgres_only=True))
+    out.append(Spec("io.peer.dtdb", f"io: django-tasks-db db_worker, one process, {wait} ms waits", "/s",
+                    "io.floor.1", postgres_only=True))
     return out
 
 

@@ -39,7 +39,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 import prescient  # noqa: E402
-from bench import churn, herd, metrics, peers, prune, recurring, replay  # noqa: E402
+from bench import churn, herd, io, metrics, peers, prune, recurring, replay  # noqa: E402
 from bench import tasks as bench_tasks  # noqa: E402
 from bench.models import Item, Parcel  # noqa: E402
 from prescient.engine import bulk, store  # noqa: E402
@@ -334,10 +334,10 @@ class WorkerRun:
     """A real ``manage.py prescient_worker`` process, started once and kept for many runs
     (``concurrency`` None: the command's default, one child per CPU)."""
 
-    def __init__(self, concurrency: int | None = 1) -> None:
+    def __init__(self, concurrency: int | None = 1, extra: list[str] | None = None) -> None:
         given = [] if concurrency is None else ["--concurrency", str(concurrency)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "django", "prescient_worker", *given, "-v", "0"],
+            [sys.executable, "-m", "django", "prescient_worker", *given, *(extra or []), "-v", "0"],
             cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )
 
@@ -778,7 +778,9 @@ def saves(res: Results, items: list[Item], runs: int) -> None:
     Parcel.objects.all().delete()
 
 
-SECTIONS = ("sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "prune", "metrics", "peers")
+SECTIONS = (
+    "sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "prune", "metrics", "peers", "io",
+)
 
 
 def main() -> None:
@@ -818,6 +820,8 @@ def main() -> None:
             metrics.measure(res, sizes, sys.modules[__name__])
         if "peers" in only:
             peers.measure(res, sizes, sys.modules[__name__])
+        if "io" in only:
+            io.measure(res, sizes, sys.modules[__name__])
     finally:
         raw.close()
     Path(args.out).write_text(json.dumps(res.values))

@@ -12,3 +12,11 @@ else:
     @task
     def noop() -> None:
         return None
+
+    @task
+    def wait() -> None:
+        """A call to a partner's API: BENCH_WAIT_MS (default 50 ms) of waiting (bench/io.py)."""
+        import os
+        import time
+
+        time.sleep(float(os.environ.get("BENCH_WAIT_MS", "50")) / 1000)

@@ -171,7 +171,7 @@ def test_longest_delay_at_the_first_and_last_time__a_horizon_refusal_not_an_over
             ["prescient_schedule", "--check", "test.record", "--entity", "testapp.thing:1",
              "--delay-seconds", str(10**20)],
             (
-                "CommandError: argument --delay-seconds: must be a whole number from 0 to 3,153,600,000 seconds "
+                "CommandError: argument --delay-seconds: must be a whole number of seconds from 0 to 3,153,600,000 "
                 f"(100 years); got '{10**20}'"
             ),
         ),

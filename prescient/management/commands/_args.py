@@ -51,8 +51,8 @@ class Whole:
     so that a value out of it is refused naming the option and the range, never handed to the
     database (a LIMIT of 10**30) or to the clock (a delay past the year 9999)."""
 
-    def __init__(self, least: int, most: int, unit: str = "") -> None:
-        self.least, self.most, self.unit = least, most, unit
+    def __init__(self, least: int, most: int, unit: str = "", note: str = "") -> None:
+        self.least, self.most, self.unit, self.note = least, most, unit, note
 
     def __call__(self, text: str) -> int:
         try:
@@ -66,7 +66,7 @@ class Whole:
 
     @property
     def allowed(self) -> str:
-        return f"a whole number from {self.least:,} to {self.most:,}{self.unit}"
+        return f"a whole number{self.unit} from {self.least:,} to {self.most:,}{self.note}"
 
     def __repr__(self) -> str:
         return f"Whole({self.least}, {self.most})"
@@ -84,7 +84,7 @@ row_limit = Whole(1, 2**31 - 1)
 concurrency = Whole(1, 1_000)
 lanes = Whole(1, 1_024)
 #: A delay from now: up to the longest horizon, so the due time never passes the last date.
-delay_seconds = Whole(0, conf.MAX_DELAY_SECONDS, " seconds (100 years)")
+delay_seconds = Whole(0, conf.MAX_DELAY_SECONDS, " of seconds", " (100 years)")
 
 
 class PrescientCommand(BaseCommand):

@@ -34,8 +34,8 @@ class Command(PrescientCommand):
         parser.add_argument("--batch-size", type=batch_size, default=None, help="Jobs claimed per batch.")
         parser.add_argument(
             "--queue", default=None,
-            help="Serve only these django.tasks queues (comma-separated), highest priority first; "
-            "an empty name ('default,') includes prescient's checks. Default: every job.",
+            help="Serve only these queues (comma-separated), highest priority first: a check's queue= or a "
+            "django.tasks queue; an empty name ('mail,') includes the checks without a queue. Default: every job.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
