@@ -494,9 +494,12 @@ def main(argv: list[str] | None = None) -> int:
         sizes["runs"] = args.runs
     for override in args.set:
         name, _, value = override.partition("=")
-        if name not in sizes or not value.isdigit():
-            parser.error(f"--set {override!r}: expected SIZE=N with SIZE one of {', '.join(sorted(sizes))}")
-        sizes[name] = int(value)
+        listed = isinstance(sizes.get(name), list)  # e.g. --set io_lanes=1,64
+        numbers = value.split(",") if listed else [value]
+        if name not in sizes or not all(number.isdigit() for number in numbers):
+            parser.error(f"--set {override!r}: expected SIZE=N (N,M,… for a list) with SIZE one of "
+                         f"{', '.join(sorted(sizes))}")
+        sizes[name] = [int(number) for number in numbers] if listed else int(value)
     started = time.monotonic()
     results: dict[str, dict[str, list[float]]] = {}
     pg_url = None if args.no_postgres else args.database_url

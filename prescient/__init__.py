@@ -36,6 +36,7 @@ from .exceptions import (
     UnknownWorkflow,
 )
 from .expectations import Expectation, expectation
+from .limits import Limit, Rate
 
 if TYPE_CHECKING:
     from .engine.verbs import (
@@ -87,7 +88,9 @@ __all__ = [
     "InvalidTime",
     "InvalidTransition",
     "JobNotFound",
+    "Limit",
     "PrescientError",
+    "Rate",
     "Release",
     "UnknownCheck",
     "UnknownParent",

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from django.apps import apps
 from django.db import models
 
+from . import limits
 from .conf import setting
 from .exceptions import AlreadyRegistered, UnknownCheck
+from .limits import Limit, Rate
 
 if TYPE_CHECKING:
     from .models import FutureJob
@@ -70,6 +72,10 @@ class Check:
     lanes: int | None = None
     #: The queue its jobs are in (``prescient_worker --queue``); "" is the queue of checks.
     queue: str = ""
+    #: At most so many runs at once per key, and so many started per period per key, across
+    #: every worker (:mod:`prescient.limits`).
+    limit: Limit | None = None
+    rate: Rate | None = None
 
     @property
     def model(self) -> type[models.Model] | None:
@@ -120,6 +126,8 @@ def check(
     error_handler: ErrorHandler | None = None,
     lanes: int | None = None,
     queue: str = "",
+    limit: Limit | None = None,
+    rate: Rate | None = None,
 ) -> Callable[[F], F]:
     """Register the decorated function as the check ``name``.
 
@@ -130,7 +138,9 @@ def check(
     callable, e.g. ``prescient.errors.error_rate()``, in place of ``ERROR_HANDLER``).
     ``lanes``: at most this many of its runs at once in one worker child (``lanes=1`` for code
     that is not thread-safe). ``queue``: its jobs' queue, served by ``prescient_worker --queue``
-    (default ``""``, the queue of checks).
+    (default ``""``, the queue of checks). ``limit`` (:class:`prescient.Limit`) and ``rate``
+    (:class:`prescient.Rate`): at most so many runs at once, and started per period, per key,
+    across every worker and host.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError("A check needs a non-empty name")
@@ -141,6 +151,10 @@ def check(
         raise ValueError(f"lanes must be a whole number of at least 1, got {lanes!r}")
     if not isinstance(queue, str) or len(queue) > 100 or queue != queue.strip() or "," in queue:
         raise ValueError(f"queue must be a name of at most 100 characters, no commas nor edge spaces; got {queue!r}")
+    if limit is not None and not isinstance(limit, Limit):
+        raise TypeError(f"limit must be a prescient.Limit, got {type(limit).__name__}")
+    if rate is not None and not isinstance(rate, Rate):
+        raise TypeError(f"rate must be a prescient.Rate, got {type(rate).__name__}")
 
     def decorator(func: F) -> F:
         entry = Check(
@@ -154,6 +168,8 @@ def check(
             error_handler=error_handler,
             lanes=lanes,
             queue=queue,
+            limit=limit,
+            rate=rate,
         )
         existing = _registry.get(name)
         if existing is not None and _identity(existing.func) != _identity(func):
@@ -162,6 +178,7 @@ def check(
                 f"cannot register {_identity(func)} under the same name"
             )
         _registry[name] = entry
+        limits.declare(name, limit, rate)
         func.prescient_check = entry  # type: ignore[attr-defined]
         return func
 
@@ -196,8 +213,10 @@ def registered() -> Iterator[Check]:
 def add(entry: Check) -> None:
     """Register a ready-made Check under its name, replacing any (used by other kinds of job)."""
     _registry[entry.name] = entry
+    limits.declare(entry.name, entry.limit, entry.rate)
 
 
 def unregister(name: str) -> None:
     """Forget a check (for tests and reloads)."""
     _registry.pop(name, None)
+    limits.forget(name)

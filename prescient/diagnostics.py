@@ -66,7 +66,8 @@ ERROR_HANDLER = Diagnostic(
     "give the dotted path of a callable(job, check, now)",
 )
 WORKER_LIMITS = Diagnostic(
-    "prescient.E009", ERROR, "`WORKER_PREFETCH`, `CHILD_MEMORY_MB`, `CHILD_MAX_RUNS` or `MAX_CRASHES` is out of range",
+    "prescient.E009", ERROR,
+    "`WORKER_LANES`, `WORKER_PREFETCH`, `CHILD_MEMORY_MB`, `CHILD_MAX_RUNS` or `MAX_CRASHES` is out of range",
     SEE_HINT + "; `CHILD_MEMORY_MB` is at least 256: a child needs about 210 MB to start a thread",
 )
 RETENTION_OUTCOME = Diagnostic(

@@ -40,6 +40,7 @@ BAD: dict[str, list[tuple[Any, str]]] = {
     "WORKER_POLL_SECONDS": [(0, "E013")],
     "WORKER_GRACE_SECONDS": [(-1, "E013")],
     "WORKER_PREFETCH": [(-1, "E009")],
+    "WORKER_LANES": [(0, "E009")],
     "CHILD_MEMORY_MB": [(64, "E009")],
     "CHILD_MAX_RUNS": [(0, "E009")],
     "MAX_CRASHES": [(0, "E009")],

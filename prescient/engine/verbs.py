@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db import IntegrityError, models, transaction
 
+from prescient import limits
 from prescient.checks import Check, get_check
 from prescient.exceptions import ImmutableField, InvalidEntity
 from prescient.exceptions import JobNotFound as JobNotFound  # re-exported: it used to live here
@@ -53,13 +54,15 @@ def schedule_job(
     now = _now(now)
     first = due_time(entry, now, at, delay)
     workflow = workflow or ""
+    held = _limit_keys(entry, entity, entity_name, entity_key)
     parents, policy = dependencies.parent_ids(after), dependencies.policy(on_parent_failure)
     key = {"entity_name": entity_name, "entity_key": entity_key, "job_exec": entry.name}
     if not workflow and not replace and not parents:
         # The common case in one statement (so, in autocommit mode, one round trip).
         # A job due already wakes a worker (in the same statement) rather than wait for the next slot.
         job = store.new_job(
-            entity_name=entity_name, entity_key=entity_key, job_exec=entry.name, due=first, now=now, queue=entry.queue
+            entity_name=entity_name, entity_key=entity_key, job_exec=entry.name, due=first, now=now, queue=entry.queue,
+            limit_key=held[0], rate_key=held[1],
         )
         written = store.insert_new([job], returning=True, wake=first <= now)
         if written:
@@ -77,6 +80,7 @@ def schedule_job(
             job = store.new_job(
                 entity_name=entity_name, entity_key=entity_key, job_exec=entry.name, due=first, now=now,
                 workflow=workflow, paused=paused, waiting=bool(parents), queue=entry.queue,
+                limit_key=held[0], rate_key=held[1],
             )
             try:
                 with transaction.atomic():
@@ -192,16 +196,27 @@ def schedule_many(
         # the caller's), the wake-up in it; else the workflow or parents are locked first.
         with transaction.atomic() if workflow or parents else contextlib.nullcontext():
             paused = bool(workflow) and store.lock_workflow(workflow)
+            held = _many_limit_keys(entry, list(unique))
             if parents:
                 jobs = [
                     store.new_job(entity_name=name, entity_key=key, job_exec=entry.name, due=first, now=now,
-                                  workflow=workflow, paused=paused, waiting=True, queue=entry.queue)
+                                  workflow=workflow, paused=paused, waiting=True, queue=entry.queue,
+                                  limit_key=limit_key, rate_key=rate_key)
                     for name, key in unique
+                    for limit_key, rate_key in [held.get((name, key), ("", ""))]
                 ]
                 dependencies.lock_parents(parents)
                 pks = store.links.insert_waiting(jobs)
                 dependencies.attach(pks, parents, policy, now)
                 written = len(pks)
+            elif held:  # a key of its own per entity: a job each, in one statement
+                jobs = [
+                    store.new_job(entity_name=name, entity_key=key, job_exec=entry.name, due=first, now=now,
+                                  workflow=workflow, paused=paused, queue=entry.queue,
+                                  limit_key=held[(name, key)][0], rate_key=held[(name, key)][1])
+                    for name, key in unique
+                ]
+                written = store.insert_new(jobs, returning=False, wake=first <= now and not paused) or 0
             else:  # one job, copied for each entity
                 job = store.new_job(entity_name="", entity_key="", job_exec=entry.name, due=first, now=now,
                                     workflow=workflow, paused=paused, queue=entry.queue)
@@ -212,6 +227,33 @@ def schedule_many(
             progress(seen, created)
     logger.info("scheduled %s job(s) of %s for %s entities", created, entry.name, seen)
     return created
+
+
+def _limit_keys(entry: Check, entity: models.Model | None, entity_name: str, entity_key: str) -> tuple[str, str]:
+    """The job's keys under its check's limit and rate (``""``: none)."""
+    if entry.limit is None and entry.rate is None:
+        return "", ""
+    return (
+        limits.key_of(entry.limit, entry.name, entity, entity_name, entity_key),
+        limits.key_of(entry.rate, entry.name, entity, entity_name, entity_key),
+    )
+
+
+def _many_limit_keys(entry: Check, keys: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, str]]:
+    """Likewise for many entities (one query per field path and model); {} when the check has
+    no limit nor rate."""
+    if entry.limit is None and entry.rate is None:
+        return {}
+    by_model: dict[str, list[str]] = {}
+    for name, key in keys:
+        by_model.setdefault(name, []).append(key)
+    found: dict[tuple[str, str], tuple[str, str]] = {}
+    for name, entity_keys in by_model.items():
+        limit_keys = limits.keys_of_many(entry.limit, entry.name, name, entity_keys)
+        rate_keys = limits.keys_of_many(entry.rate, entry.name, name, entity_keys)
+        for key in entity_keys:
+            found[(name, key)] = (limit_keys[key], rate_keys[key])
+    return found
 
 
 def _pks_of(queryset: models.QuerySet[Any], batch_size: int) -> Iterator[Any]:

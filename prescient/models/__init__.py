@@ -7,6 +7,7 @@
 - :mod:`.workers`: :class:`Worker`, the running worker processes.
 - :mod:`.tokens`: :class:`ApiToken`, the JSON API's tokens.
 - :mod:`.schedules`: :class:`Schedule`, :class:`Occurrence` and :class:`CatchUp`.
+- :mod:`.limits`: :class:`RateBucket`, the tokens of rates per key.
 
 (:class:`MetricTally`, the metrics' running totals, is :mod:`prescient.tallies`'s.)
 """
@@ -14,6 +15,7 @@
 from ..tallies import MetricTally
 from .history import JobHistory
 from .jobs import CHECKPOINT_LIMIT, FutureJob, FutureJobQuerySet
+from .limits import RateBucket
 from .schedules import CatchUp, Occurrence, Schedule, ScheduleQuerySet
 from .tokens import ApiToken
 from .workers import Worker
@@ -30,6 +32,7 @@ __all__ = [
     "MetricTally",
     "Occurrence",
     "ParentFailure",
+    "RateBucket",
     "Schedule",
     "ScheduleQuerySet",
     "Worker",

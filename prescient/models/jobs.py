@@ -83,6 +83,10 @@ class FutureJob(models.Model):
         help_text=_("Set when a job is slept while its run is in flight: the job is due then once the run returns."),
     )
     has_dependants = models.BooleanField(_("has dependants"), default=False, db_default=False, editable=False)
+    #: Its keys under its check's limit and rate (``<name>:<value>``; "" when it has none), read
+    #: from its entity when it was scheduled: see prescient.limits.
+    limit_key = models.CharField(_("limit key"), max_length=255, blank=True, default="", db_default="", editable=False)
+    rate_key = models.CharField(_("rate key"), max_length=255, blank=True, default="", db_default="", editable=False)
 
     objects = FutureJobQuerySet.as_manager()
 
@@ -110,6 +114,16 @@ class FutureJob(models.Model):
             models.Index(
                 fields=["queue", "-priority", "next_check_at", "id"], name="prescient_task_due",
                 condition=Q(state=State.SCHEDULED) & ~Q(queue=""),
+            ),
+            # The runs in flight per limit key (a claim of limited jobs counts them), and the
+            # due limited jobs (their own claim): prescient/engine/store/limited.py.
+            models.Index(
+                fields=["limit_key"], name="prescient_job_limit_in_flight",
+                condition=~Q(limit_key="") & Q(state__in=[State.RESERVED, State.RUNNING]),
+            ),
+            models.Index(
+                fields=["-priority", "next_check_at", "id"], name="prescient_job_limited_due",
+                condition=Q(state=State.SCHEDULED) & (~Q(limit_key="") | ~Q(rate_key="")),
             ),
         ]
 

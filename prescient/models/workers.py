@@ -13,6 +13,9 @@ class Worker(models.Model):
     hostname = models.CharField(_("host"), max_length=255)
     pid = models.PositiveIntegerField(_("pid"))
     concurrency = models.PositiveIntegerField(_("concurrency"), default=1)
+    lanes = models.PositiveIntegerField(
+        _("lanes"), default=1, db_default=1, help_text=_("Jobs each child runs at once.")
+    )
     started_at = models.DateTimeField(_("started at"))
     heartbeat_at = models.DateTimeField(_("last heartbeat"))
     last_slot_at = models.DateTimeField(_("last slot processed"), null=True, blank=True)

@@ -51,6 +51,10 @@ logger = logging.getLogger("prescient.runtime.worker")
 IDLE_CLOSE_SECONDS = 5.0
 #: Seconds a decision waits to be settled with others (results are written at least this often).
 SETTLE_EVERY = 0.05
+#: Seconds between two looks for runs past their timeout.
+OVERRUN_LOOK = 0.1
+#: Seconds of work kept queued beyond the busy lanes (at most a lane's worth each).
+QUEUED_SECONDS = 0.5
 
 
 @dataclass(eq=False)
@@ -189,7 +193,6 @@ class _Unsettled:
     """Decisions of one claim not yet written."""
 
     decisions: list[Decision] = field(default_factory=list)
-    since: float = 0.0
 
 
 class LanedRunner(ParcelRunner):
@@ -207,6 +210,10 @@ class LanedRunner(ParcelRunner):
         #: Claimed and not decided yet, queued or running.
         self.flights: dict[int, Flight] = {}
         self.unsettled: dict[tuple[str, datetime], _Unsettled] = defaultdict(_Unsettled)
+        #: How many decisions wait to be written, and since when the oldest of them waits.
+        self._waiting = 0
+        self._oldest_unsettled: float | None = None
+        self._next_look = 0.0
         self._limits: dict[str, _Limit] = {}
         self._limits_lock = threading.Lock()
         self.loop = asyncio.new_event_loop()
@@ -232,23 +239,26 @@ class LanedRunner(ParcelRunner):
 
     def run(self) -> None:
         try:
+            #: The last claim found nothing due (only then may the child say it is idle).
+            exhausted = False
             while True:
                 stopping = interrupts.stopping_all()
                 if stopping and not self.flights:
                     break
-                claimed = 0
-                if not stopping and not self._ran_enough() and len(self.flights) < self.size:
+                if not stopping and not self._ran_enough() and self._room():
                     try:
-                        claimed = self._claim()
+                        exhausted = not self._claim()
                     except DB_ERRORS as exc:
+                        exhausted = False
                         self.backoff.fault(exc)
                 self._collect()
                 if not self._write(force=not self.flights) and not self.flights:
                     continue  # a database fault: waited out by _write, tried again
-                if self.flights or claimed:
+                if self.flights or not (exhausted or self._ran_enough()):
                     continue
                 if self._ran_enough() or not self._wait_for_work():
                     break
+                exhausted = False
             self._drain()
         finally:
             for _ in self.lanes:
@@ -259,12 +269,27 @@ class LanedRunner(ParcelRunner):
     def _ran_enough(self) -> bool:
         return bool(self.max_runs and self.runs >= self.max_runs)
 
+    def _headroom(self) -> int:
+        """Jobs to keep queued beyond the busy lanes: what the lanes finish in about
+        QUEUED_SECONDS (by the runs so far), at most as many as there are lanes: enough that no
+        lane waits while the main thread writes and claims, few enough that a slow job does not
+        sit claimed and unstarted."""
+        mean = self.pacer.mean if self.pacer.runs else 0.0
+        if mean <= 0:
+            return self.size
+        return max(1, min(self.size, int(self.size * QUEUED_SECONDS / mean)))
+
+    def _room(self) -> bool:
+        """Whether to claim now: when fewer than half the headroom's worth of jobs wait queued.
+        A claim then takes at least that many at once (one statement, one load, and their
+        decisions settled together)."""
+        return len(self.flights) <= self.size + self._headroom() // 2
+
     def _claim(self) -> int:
-        """Claim (and start) jobs for the free lanes, load what they need, queue them."""
-        free = self.size - len(self.flights)
-        # A little more than the free lanes, so that none waits while the next claim is made;
-        # for fast runs, as many as the runs so far say take about GROUP_SECONDS.
-        size = min(self.batch_size, max(free + self.size // 4, self.pacer.size(self.batch_size) - len(self.flights)))
+        """Claim (and start) jobs for the free lanes and the headroom, load what they need, queue
+        them; for fast runs, as many as the runs so far say take about GROUP_SECONDS."""
+        wanted = max(self.size + self._headroom(), self.pacer.size(self.batch_size)) - len(self.flights)
+        size = min(max(self.batch_size, self.size), max(1, wanted))
         self.claims += 1
         token = f"{self.prefix}/{self.claims}"
         self.slot.claiming(self.claims)
@@ -277,7 +302,8 @@ class LanedRunner(ParcelRunner):
             contexts = sweep.prepare(jobs)
         except DB_ERRORS:
             # The connection dropped while loading: the claim is handed back, nothing charged.
-            self.unsettled[(token, now)].decisions.extend(sweep.hand_back(job) for job in jobs)
+            for job in jobs:
+                self._unsettle(token, now, sweep.hand_back(job))
             raise
         for job in jobs:
             flight = Flight(job=job, context=contexts.get(job.pk), token=token, claim=self.claims, now=now)
@@ -287,7 +313,7 @@ class LanedRunner(ParcelRunner):
 
     def _collect(self) -> None:
         """Take the lanes' decisions (waiting for one at most until the next thing to do), and
-        interrupt the runs past their timeout."""
+        interrupt the runs past their timeout (looked at every OVERRUN_LOOK seconds)."""
         wait = self._until_next()
         try:
             flight, decision = self.results.get(timeout=wait) if wait > 0 else self.results.get_nowait()
@@ -301,30 +327,32 @@ class LanedRunner(ParcelRunner):
                 except queue.Empty:
                     break
                 self._decided(flight, decision)
-        self._interrupt_overruns()
+        if time.monotonic() >= self._next_look:
+            self._next_look = time.monotonic() + OVERRUN_LOOK
+            self._interrupt_overruns()
 
     def _decided(self, flight: Flight, decision: Decision) -> None:
         self.flights.pop(flight.job.pk, None)
-        unsettled = self.unsettled[(flight.token, flight.now)]
-        if not unsettled.decisions:
-            unsettled.since = time.monotonic()
-        unsettled.decisions.append(decision)
+        self._unsettle(flight.token, flight.now, decision)
         self.pacer.record(decision)
         self.runs += decision.ran
 
+    def _unsettle(self, token: str, claimed_at: datetime, decision: Decision) -> None:
+        """Keep ``decision`` to be written with the others of its claim."""
+        if self._oldest_unsettled is None:
+            self._oldest_unsettled = time.monotonic()
+        self._waiting += 1
+        self.unsettled[(token, claimed_at)].decisions.append(decision)
+
     def _until_next(self) -> float:
-        """Seconds until something needs the main thread without a result coming: a decision
-        to write, a run to interrupt; a free lane with more work to claim says 0."""
+        """Seconds until something needs the main thread without a result coming: decisions to
+        write, a look for runs past their timeout; 0 when a claim would find room."""
         if not self.flights:
             return 0.0
         now = time.monotonic()
-        soonest = 1.0
-        for unsettled in self.unsettled.values():
-            if unsettled.decisions:
-                soonest = min(soonest, unsettled.since + SETTLE_EVERY - now)
-        for flight in self.flights.values():
-            if flight.started and not flight.interrupted:
-                soonest = min(soonest, flight.started + flight.timeout - now)
+        soonest = min(1.0, self._next_look - now)
+        if self._oldest_unsettled is not None:
+            soonest = min(soonest, self._oldest_unsettled + SETTLE_EVERY - now)
         return max(0.0, soonest)
 
     def _interrupt_overruns(self) -> None:
@@ -344,14 +372,10 @@ class LanedRunner(ParcelRunner):
     def _write(self, *, force: bool = False) -> bool:
         """Settle the decisions that have waited long enough (all of them with ``force``, or
         when many are waiting); False on a database fault (kept for the next try)."""
-        waiting = sum(len(u.decisions) for u in self.unsettled.values())
-        if not waiting:
+        if not self._waiting:
             return True
-        now = time.monotonic()
-        due = force or waiting >= self.size or any(
-            u.decisions and now - u.since >= SETTLE_EVERY for u in self.unsettled.values()
-        )
-        if not due:
+        oldest = self._oldest_unsettled or 0.0
+        if not (force or self._waiting >= self.size or time.monotonic() - oldest >= SETTLE_EVERY):
             return True
         from prescient.engine.decisions import TickSummary
 
@@ -369,8 +393,10 @@ class LanedRunner(ParcelRunner):
                 self._tell(("counts", dict(summary.counts)))
                 return False
             del self.unsettled[key]
+            self._waiting -= len(decisions)
             if not any(flight.token == token for flight in self.flights.values()):
                 interrupts.forget(token)
+        self._oldest_unsettled = None if not self._waiting else time.monotonic()
         self._tell(("counts", dict(summary.counts)))
         return True
 

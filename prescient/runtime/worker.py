@@ -206,7 +206,8 @@ class WorkerProcess:
         now = db_now()
         self.record = Worker.objects.create(
             name=self.name, hostname=socket.gethostname()[:255], pid=os.getpid(),
-            concurrency=self.concurrency, started_at=now, heartbeat_at=now, clock_skew_seconds=skew_seconds(),
+            concurrency=self.concurrency, lanes=self.lanes, started_at=now, heartbeat_at=now,
+            clock_skew_seconds=skew_seconds(),
         )
 
     # --- one step of the loop --------------------------------------------------------------

@@ -23,11 +23,13 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from prescient import limits
 from prescient.clock import db_clock, db_now
 from prescient.models import FutureJob
 from prescient.states import State
 
 from .. import bulk
+from . import limited
 from .inserting import can_insert_returning
 
 
@@ -52,11 +54,31 @@ def claim(
     if limit <= 0:
         return []
     state = State.RUNNING if start else State.RESERVED
+    held: list[FutureJob] = []
+    if limits.declared():
+        # Jobs under a limit or rate first (the database says which keys have room), then the
+        # others for the rest of the claim; where no limit is declared, none of this is asked.
+        held = limited.claim(due_order(now, queues), limit, token, state)
+        limit -= len(held)
+        if limit <= 0:
+            return held
+    jobs = _claim_unlimited(now, limit, token, queues, state, apart=limits.declared())
+    if held:
+        jobs = sorted([*held, *jobs], key=lambda job: (-job.priority, job.next_check_at, job.pk))
+    return jobs
+
+
+def _claim_unlimited(
+    now: datetime, limit: int, token: str, queues: list[str] | None, state: str, *, apart: bool
+) -> list[FutureJob]:
+    """The claim of jobs under no limit (``apart``: jobs with keys are left to limited.claim)."""
     if connection.vendor == "postgresql":
-        jobs = _claim_returning(now, limit, token, queues, state)
+        jobs = _claim_returning(now, limit, token, queues, state, apart=apart)
         jobs.sort(key=lambda job: (-job.priority, job.next_check_at, job.pk))
         return jobs
     due = due_order(now, queues)
+    if apart:
+        due = due.filter(limited.UNLIMITED)
     if connection.features.has_select_for_update_skip_locked:
         due = due.select_for_update(skip_locked=True)
     with transaction.atomic():
@@ -68,24 +90,28 @@ def claim(
             return []
         clock = db_clock()
         claimed = FutureJob.objects.filter(pk__in=pks, state=State.SCHEDULED).update(
-            state=state, reserved_at=clock, reserved_by=token, run_started_at=clock if start else None
+            state=state, reserved_at=clock, reserved_by=token, run_started_at=clock if state == State.RUNNING else None
         )
     if not claimed:
         return []
     return list(FutureJob.objects.filter(reserved_by=token).order_by("-priority", "next_check_at", "id"))
 
 
-def _pick(now: datetime, limit: int, queues: list[str] | None) -> tuple[str, str, list[Any]]:
+def _pick(now: datetime, limit: int, queues: list[str] | None, apart: bool = False) -> tuple[str, str, list[Any]]:
     """The ids to claim, locked (``FOR UPDATE SKIP LOCKED``): ``(CTEs it needs, its SELECT,
-    parameters)``."""
+    parameters)``; ``apart``: not those under a limit or rate."""
     if queues is not None:  # the prescient_task_due index, queue by queue
-        sql, params = due_order(now, queues).values("pk")[:limit].query.sql_with_params()
+        due_jobs = due_order(now, queues)
+        if apart:
+            due_jobs = due_jobs.filter(limited.UNLIMITED)
+        sql, params = due_jobs.values("pk")[:limit].query.sql_with_params()
         return "", f"{sql} FOR UPDATE SKIP LOCKED", list(params)
     qn = connection.ops.quote_name
     table = qn(FutureJob._meta.db_table)
     pk = bulk.quote_column(FutureJob._meta.pk)
     state, priority, due = qn("state"), qn("priority"), qn("next_check_at")
     scheduled = f"{state} = %s"
+    unlimited = f" AND {qn('limit_key')} = '' AND {qn('rate_key')} = ''" if apart else ""
     # Each priority that scheduled jobs have, highest first: one index probe per priority.
     priorities = (
         f"prio (p) AS ((SELECT {priority} FROM {table} WHERE {scheduled} ORDER BY {priority} DESC LIMIT 1) "
@@ -96,7 +122,7 @@ def _pick(now: datetime, limit: int, queues: list[str] | None) -> tuple[str, str
     pick = (
         f"SELECT c.pk FROM prio CROSS JOIN LATERAL ("
         f"SELECT {pk} AS pk, {due} AS due FROM {table} WHERE {scheduled} AND {priority} = prio.p "
-        f"AND {due} <= %s ORDER BY {due}, {pk} LIMIT %s FOR UPDATE SKIP LOCKED) c "
+        f"AND {due} <= %s{unlimited} ORDER BY {due}, {pk} LIMIT %s FOR UPDATE SKIP LOCKED) c "
         f"ORDER BY prio.p DESC, c.due, c.pk LIMIT %s"
     )
     when = FutureJob._meta.get_field("next_check_at").get_db_prep_value(now, connection)
@@ -105,10 +131,10 @@ def _pick(now: datetime, limit: int, queues: list[str] | None) -> tuple[str, str
 
 
 def _claim_returning(
-    now: datetime, limit: int, token: str, queues: list[str] | None, state: str
+    now: datetime, limit: int, token: str, queues: list[str] | None, state: str, *, apart: bool = False
 ) -> list[FutureJob]:
     # The picked ids are a MATERIALIZED CTE, evaluated exactly once (see claim()).
-    ctes, pick_sql, pick_params = _pick(now, limit, queues)
+    ctes, pick_sql, pick_params = _pick(now, limit, queues, apart)
     meta = FutureJob._meta
     qn = connection.ops.quote_name
     table = qn(meta.db_table)

@@ -24,6 +24,8 @@ def new_job(
     queue: str = "",
     priority: int = 0,
     payload: Any = None,
+    limit_key: str = "",
+    rate_key: str = "",
 ) -> FutureJob:
     """A new job (not saved), first due at ``due``: ``waiting`` when it has parents (whether or
     not its workflow is paused: it is judged when unblocked), else ``paused`` (remembering
@@ -41,6 +43,8 @@ def new_job(
         next_check_at=due,
         created_at=now,
         queue=queue,
+        limit_key=limit_key,
+        rate_key=rate_key,
         priority=priority,
         payload=payload,
     )

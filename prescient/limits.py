@@ -1,0 +1,227 @@
+"""Limits and rates per key, held by the database across every worker and host (issue #33).
+
+    @prescient.check("shop.label", model="shop.Order",
+                     limit=prescient.Limit(running=2, key="customer_id"),
+                     rate=prescient.Rate(runs=10, per=timedelta(seconds=1), name="carrier"))
+
+``Limit(running=N)``: at most N runs with the same key at once. ``Rate(runs=N, per=period)``: at
+most N runs started per period with the same key (a token bucket of N, refilled at N per
+period, kept in a row of the database; no Redis). The key is read from the job's entity when
+the job is scheduled: ``key=None`` (the default) is the check itself (one key for all its
+jobs), a string is a field path of the entity (``"customer_id"``, ``"carrier__code"``), a
+callable is called as ``key(entity_name, entity_key)`` and returns a string. A limit's
+``name`` (default: the check's) is shared by every check that gives it: two checks that call
+one carrier's API share its rate.
+
+The job keeps its keys (``limit_key``, ``rate_key``: ``<name>:<value>``); the claim asks the
+database which keys have room (:mod:`prescient.engine.store.limited`). A job held back stays
+due: not a run, not a failure, not a retry. A host that declares no limit pays nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.core.exceptions import FieldDoesNotExist, ObjectDoesNotExist
+
+#: A key: None (the check itself), a field path of the entity, or ``key(entity_name, entity_key)``.
+KeySpec = str | Callable[[str, str], Any] | None
+
+#: The longest key kept (the column's width, with its name).
+KEY_LENGTH = 255
+
+
+@dataclass(frozen=True)
+class Limit:
+    """At most ``running`` runs with the same key at once, across every worker and host."""
+
+    running: int
+    key: KeySpec = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.running, bool) or not isinstance(self.running, int) or self.running < 1:
+            raise ValueError(f"Limit(running=...) must be a whole number of at least 1, got {self.running!r}")
+        _check_key(self.key, self.name, "Limit")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most ``runs`` runs started per ``per`` with the same key (a token bucket of ``runs``)."""
+
+    runs: int
+    per: timedelta
+    key: KeySpec = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.runs, bool) or not isinstance(self.runs, int) or self.runs < 1:
+            raise ValueError(f"Rate(runs=...) must be a whole number of at least 1, got {self.runs!r}")
+        if not isinstance(self.per, timedelta) or self.per <= timedelta(0):
+            raise ValueError(f"Rate(per=...) must be a positive timedelta, got {self.per!r}")
+        _check_key(self.key, self.name, "Rate")
+
+    @property
+    def per_second(self) -> float:
+        """Tokens added per second."""
+        return self.runs / self.per.total_seconds()
+
+
+def _check_key(key: Any, name: Any, what: str) -> None:
+    if key is not None and not isinstance(key, str) and not callable(key):
+        raise TypeError(f"{what}(key=...) must be None, a field path or a callable, got {type(key).__name__}")
+    if isinstance(key, str) and not key.strip():
+        raise ValueError(f"{what}(key=...) must not be empty")
+    if name is not None and (not isinstance(name, str) or not name.strip() or ":" in name):
+        raise ValueError(f"{what}(name=...) must be a non-empty name without ':', got {name!r}")
+
+
+_lock = threading.Lock()
+#: Every limit and rate declared, by name: what the claim applies to a job's key.
+_limits: dict[str, Limit] = {}
+_rates: dict[str, Rate] = {}
+#: Which checks declared each name (a name is forgotten with the last of them).
+_users: dict[str, set[str]] = {}
+
+
+def declare(check_name: str, limit: Limit | None, rate: Rate | None) -> None:
+    """Know the limit and rate of the check ``check_name`` by their names (a name given twice
+    with different numbers: the last one wins; ``manage.py check`` reports it)."""
+    with _lock:
+        _forget(check_name)
+        if limit is not None:
+            _limits[limit.name or check_name] = limit
+            _users.setdefault(f"limit:{limit.name or check_name}", set()).add(check_name)
+        if rate is not None:
+            _rates[rate.name or check_name] = rate
+            _users.setdefault(f"rate:{rate.name or check_name}", set()).add(check_name)
+
+
+def declared() -> bool:
+    """Whether any limit or rate is declared: when none is, the claim is as it always was."""
+    return bool(_limits or _rates)
+
+
+def limit_named(name: str) -> Limit | None:
+    return _limits.get(name)
+
+
+def rate_named(name: str) -> Rate | None:
+    return _rates.get(name)
+
+
+def forget(check_name: str) -> None:
+    """Forget what ``check_name`` declared (tests, reloads): a name no other check gives is gone."""
+    with _lock:
+        _forget(check_name)
+
+
+def _forget(check_name: str) -> None:
+    for used, users in list(_users.items()):
+        users.discard(check_name)
+        if not users:
+            del _users[used]
+            kind, _, name = used.partition(":")
+            (_limits if kind == "limit" else _rates).pop(name, None)
+
+
+def name_of(key: str) -> str:
+    """The limit's name in a job's key (``<name>:<value>``)."""
+    return key.partition(":")[0]
+
+
+def key_of(spec: Limit | Rate | None, check_name: str, entity: Any, entity_name: str, entity_key: str) -> str:
+    """A job's key for ``spec`` (``""``: no such limit), from its entity when it is scheduled.
+
+    ``entity`` is the model instance when the caller has it (else None, and a field path is
+    read from the database by the entity's key)."""
+    if spec is None:
+        return ""
+    name = spec.name or check_name
+    how = spec.key
+    if how is None:
+        value: Any = check_name
+    elif callable(how):
+        value = how(entity_name, entity_key)
+    else:
+        value = _field(entity, entity_name, entity_key, how)
+    return f"{name}:{value}"[:KEY_LENGTH]
+
+
+def keys_of_many(
+    spec: Limit | Rate | None, check_name: str, entity_name: str, entity_keys: list[str]
+) -> dict[str, str]:
+    """``{entity key: job's key}`` for many entities of one model at once (a field path is read
+    for all of them in one query)."""
+    if spec is None:
+        return dict.fromkeys(entity_keys, "")
+    if not isinstance(spec.key, str):
+        return {key: key_of(spec, check_name, None, entity_name, key) for key in entity_keys}
+    from django.apps import apps
+
+    name = spec.name or check_name
+    model = apps.get_model(entity_name)
+    rows = model._default_manager.filter(pk__in=entity_keys).values_list("pk", spec.key)
+    found = {str(pk): value for pk, value in rows}
+    return {key: f"{name}:{'' if found.get(key) is None else found[key]}"[:KEY_LENGTH] for key in entity_keys}
+
+
+def _field(entity: Any, entity_name: str, entity_key: str, path: str) -> Any:
+    """The value at ``path`` (``a__b``) of the entity: read from the instance, else fetched."""
+    if entity is not None:
+        value = entity
+        for part in path.split("__"):
+            value = getattr(value, part, None)
+            if value is None:
+                return ""
+        return getattr(value, "pk", value)
+    from django.apps import apps
+
+    try:
+        model = apps.get_model(entity_name)
+        return model._default_manager.filter(pk=entity_key).values_list(path, flat=True).get()
+    except (LookupError, ValueError, FieldDoesNotExist, ObjectDoesNotExist):
+        return ""
+
+
+def refill(tokens: float, seconds: float, rate: Rate) -> float:
+    """A bucket's tokens after ``seconds`` (never more than ``rate.runs``: the burst)."""
+    return min(float(rate.runs), tokens + max(0.0, seconds) * rate.per_second)
+
+
+def keys_at_capacity(running: dict[str, int]) -> set[str]:
+    """Of ``{limit key: runs in flight}``, the keys with no room left."""
+    full = set()
+    for key, count in running.items():
+        limit = _limits.get(name_of(key))
+        if limit is not None and count >= limit.running:
+            full.add(key)
+    return full
+
+
+def holding(limit_key: str, rate_key: str, running: dict[str, int], tokens: dict[str, float]) -> str:
+    """Why a due job with these keys is held back (``""``: it is not), in words."""
+    if limit_key:
+        limit = _limits.get(name_of(limit_key))
+        if limit is not None and running.get(limit_key, 0) >= limit.running:
+            return f"held by limit {limit_key} ({running[limit_key]} of {limit.running} running)"
+    if rate_key:
+        rate = _rates.get(name_of(rate_key))
+        if rate is not None and tokens.get(rate_key, float(rate.runs)) < 1:
+            return f"held by rate {rate_key} ({rate.runs} per {_period(rate.per)})"
+    return ""
+
+
+def _period(per: timedelta) -> str:
+    seconds = per.total_seconds()
+    if seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
+
+

@@ -1,0 +1,138 @@
+"""Limits and rates per key, held by the database (issue #33, item 2), in process on SQLite and
+PostgreSQL: what a claim takes, what it leaves due, and what it costs when none is declared
+(tests/faults/test_limits.py has the same under real workers)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.db.models import F
+from django.test.utils import CaptureQueriesContext
+
+import prescient
+from prescient import limits
+from prescient.engine import store
+from prescient.engine.decisions import Decision, TickSummary
+from prescient.engine.store import limited
+from prescient.models import FutureJob, JobHistory, RateBucket
+from prescient.states import Event, Outcome, State
+from tests.testapp.models import Thing
+
+pytestmark = pytest.mark.django_db
+
+
+def claim(t0, size=100, token="tick:t"):
+    return store.claim(t0, size, token, start=True)
+
+
+def finish(jobs, token, t0):
+    decisions = [Decision(job=job, event=Event.FINISH, outcome=Outcome.COMPLETED, ran=True) for job in jobs]
+    store.settle(decisions, token, t0, TickSummary())
+
+
+def test_a_limit_of_2__claims_2_of_5_and_one_more_when_one_ends(register, make_thing, t0):
+    register("test.limited", lambda thing, job: None, limit=prescient.Limit(running=2))
+    for _ in range(5):
+        prescient.schedule(make_thing(), "test.limited", now=t0)
+    first = claim(t0, token="tick:a")
+    assert len(first) == 2
+    assert claim(t0, token="tick:b") == []  # another claimer: the database says no room
+    finish(first[:1], "tick:a", t0)
+    again = claim(t0, token="tick:c")
+    assert len(again) == 1
+    held = FutureJob.objects.filter(state=State.SCHEDULED)
+    assert held.count() == 2 and {(j.failure_count, j.run_count) for j in held} == {(0, 0)}  # untouched
+
+
+def test_a_limit_by_field_path__is_per_value(register, make_thing, t0):
+    register("test.limited", lambda thing, job: None, limit=prescient.Limit(running=1, key="status"))
+    for status in ("a", "a", "a", "b", "b", "c"):
+        prescient.schedule(make_thing(status=status), "test.limited", now=t0)
+    taken = claim(t0)
+    assert sorted(Thing.objects.get(pk=job.entity_key).status for job in taken) == ["a", "b", "c"]
+    assert {job.limit_key for job in FutureJob.objects.all()} == {"test.limited:a", "test.limited:b", "test.limited:c"}
+
+
+def test_a_limit_by_callable_and_a_shared_name__holds_across_checks(register, make_thing, t0):
+    shared = prescient.Limit(running=1, key=lambda name, key: "carrier", name="carrier")
+    register("test.one", lambda thing, job: None, limit=shared)
+    register("test.two", lambda thing, job: None, limit=shared)
+    for check in ("test.one", "test.two", "test.one"):
+        prescient.schedule(make_thing(), check, now=t0)
+    assert len(claim(t0)) == 1
+    assert {job.limit_key for job in FutureJob.objects.all()} == {"carrier:carrier"}
+
+
+def test_schedule_many__gives_each_job_its_key_in_one_statement_per_batch(register, make_thing, t0):
+    register("test.limited", lambda thing, job: None, limit=prescient.Limit(running=1, key="status"))
+    things = [make_thing(status=s) for s in ("x", "y", "x")]
+    assert prescient.schedule_many(Thing.objects.filter(pk__in=[t.pk for t in things]), "test.limited", now=t0) == 3
+    keys = dict(FutureJob.objects.values_list("entity_key", "limit_key"))
+    assert keys == {str(things[0].pk): "test.limited:x", str(things[1].pk): "test.limited:y",
+                    str(things[2].pk): "test.limited:x"}
+
+
+def test_a_rate_of_3_an_hour__starts_3_then_none_until_the_bucket_refills(register, make_thing, t0):
+    register("test.rated", lambda thing, job: None, rate=prescient.Rate(runs=3, per=timedelta(hours=1)))
+    for _ in range(10):
+        prescient.schedule(make_thing(), "test.rated", now=t0)
+    first = claim(t0, token="tick:a")
+    assert len(first) == 3
+    finish(first, "tick:a", t0)
+    assert claim(t0, token="tick:b") == []  # no token left, though nothing runs
+    RateBucket.objects.update(refilled_at=F("refilled_at") - timedelta(minutes=40))  # 40 minutes pass: 2 tokens
+    assert len(claim(t0, token="tick:c")) == 2
+
+
+def test_a_job_held_back__says_why_and_stays_due_untouched(register, make_thing, t0):
+    register("test.limited", lambda thing, job: None, limit=prescient.Limit(running=1))
+    for _ in range(2):
+        prescient.schedule(make_thing(), "test.limited", now=t0)
+    [running] = claim(t0)
+    [waiting] = FutureJob.objects.filter(state=State.SCHEDULED)
+    why = limited.holding(list(FutureJob.objects.all()), t0)
+    assert why == {waiting.pk: "held by limit test.limited:test.limited (1 of 1 running)"}
+    assert running.pk not in why
+
+
+def test_a_tick__runs_what_the_limit_allows_and_leaves_the_rest_due(register, make_thing, t0):
+    ran: list[int] = []
+    register("test.limited", lambda thing, job: ran.append(thing.pk), limit=prescient.Limit(running=1))
+    for _ in range(3):
+        prescient.schedule(make_thing(), "test.limited", now=t0)
+    summary = prescient.tick(t0)  # one at a time: each batch takes one, the next batch the next
+    assert len(ran) == 3 and summary.counts["completed"] == 3
+    assert JobHistory.objects.count() == 3
+
+
+def test_no_limit_declared__the_claim_sends_what_it_always_sent(register, make_thing, t0):
+    register("test.plain", lambda thing, job: None)
+    for _ in range(3):
+        prescient.schedule(make_thing(), "test.plain", now=t0)
+    assert not limits.declared()
+    with CaptureQueriesContext(connection) as plain:
+        assert len(claim(t0, token="tick:a")) == 3
+    FutureJob.objects.update(state=State.SCHEDULED, reserved_by="", reserved_at=None, run_started_at=None)
+    register("test.limited", lambda thing, job: None, limit=prescient.Limit(running=1))
+    with CaptureQueriesContext(connection) as declared:
+        assert len(claim(t0, token="tick:b")) == 3
+    assert len(plain.captured_queries) == 1 if connection.vendor == "postgresql" else len(plain) >= 1
+    assert len(declared.captured_queries) > len(plain.captured_queries)  # what a declared limit costs
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: prescient.Limit(running=0), "running"),
+        (lambda: prescient.Limit(running=True), "running"),
+        (lambda: prescient.Rate(runs=0, per=timedelta(seconds=1)), "runs"),
+        (lambda: prescient.Rate(runs=1, per=timedelta(0)), "per"),
+        (lambda: prescient.Limit(running=1, key=""), "key"),
+        (lambda: prescient.Limit(running=1, name="a:b"), "name"),
+    ],
+)
+def test_a_bad_limit__is_refused_when_declared(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
