@@ -45,6 +45,10 @@ else:
         }
     }
 
+# Checks with limits (tests/faults/test_limits.py) only where asked: elsewhere none is declared.
+if os.environ.get("PRESCIENT_TEST_LIMITS") == "1":
+    INSTALLED_APPS.append("tests.limitsapp")
+
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
