@@ -44,7 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "WORKER_GRACE_SECONDS": 30,
     # prescient_worker: the lanes of each child, the jobs it runs at once (threads for sync code,
     # its event loop for async code); 1: the child runs them one at a time itself.
-    "WORKER_LANES": 1,
+    "WORKER_LANES": 8,
     # prescient_worker: jobs claimed beyond its idle children (0: a job is claimed only when a
     # child is free to start it at once).
     "WORKER_PREFETCH": 0,

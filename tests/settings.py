@@ -91,7 +91,10 @@ else:
 # History is kept forever here: a long test session would otherwise have the upkeep pruner (due
 # every ten minutes in a process) delete rows a test made at its own explicit times. The
 # pruner's tests set the retention they test.
-PRESCIENT = {"SLOT_MINUTES": 15, "TIMEOUT_SECONDS": 2, "HISTORY_RETENTION_DAYS": None}
+# The suite's workers run one job at a time per child (WORKER_LANES 1: a child's main thread runs
+# them, as before lanes existed) unless a test asks for lanes (--lanes): tests/faults/test_lanes.py,
+# and the poison and timeout tests, which run with both.
+PRESCIENT = {"SLOT_MINUTES": 15, "TIMEOUT_SECONDS": 2, "HISTORY_RETENTION_DAYS": None, "WORKER_LANES": 1}
 # Child processes started by tests may tune settings further (JSON object).
 PRESCIENT.update(json.loads(os.environ.get("PRESCIENT_TEST_SETTINGS", "{}")))
 

@@ -55,6 +55,10 @@ SETTLE_EVERY = 0.05
 OVERRUN_LOOK = 0.1
 #: Seconds of work kept queued beyond the busy lanes (at most a lane's worth each).
 QUEUED_SECONDS = 0.5
+#: Seconds of work a lane takes at once when runs are fast.
+CHUNK_SECONDS = 0.005
+#: Runs shorter than this on average (no-op checks) are run by the child's main thread itself.
+INLINE_SECONDS = 0.001
 
 
 @dataclass(eq=False)
@@ -89,19 +93,22 @@ class Lane(threading.Thread):
         try:
             while True:
                 try:
-                    flight = self.owner.work.get(timeout=IDLE_CLOSE_SECONDS)
+                    chunk = self.owner.work.get(timeout=IDLE_CLOSE_SECONDS)
                 except queue.Empty:
                     connections.close_all()  # this thread's: an idle lane holds no connection
                     continue
-                if flight is None:
+                if chunk is None:
                     return
-                try:
-                    decision = self._run(flight)
-                except BaseException as exc:  # a CheckTimeout that landed outside the run's code
-                    self._leave()
-                    decision = sweep.failed_run(flight.job, _as_timeout(exc, flight), flight.now,
-                                                time.monotonic() - flight.started)
-                self.owner.results.put((flight, decision))
+                decided = []
+                for flight in chunk:
+                    try:
+                        decision = self._run(flight)
+                    except BaseException as exc:  # a CheckTimeout that landed outside the run's code
+                        self._leave()
+                        decision = sweep.failed_run(flight.job, _as_timeout(exc, flight), flight.now,
+                                                    time.monotonic() - flight.started)
+                    decided.append((flight, decision))
+                self.owner.results.put(decided)
         finally:
             connections.close_all()
 
@@ -205,8 +212,9 @@ class LanedRunner(ParcelRunner):
     ) -> None:
         super().__init__(conn, slot, prefix, batch_size=batch_size, queues=queues, max_runs=max_runs)
         self.size = lanes
-        self.work: queue.Queue[Flight | None] = queue.Queue()
-        self.results: queue.Queue[tuple[Flight, Decision]] = queue.Queue()
+        #: Jobs for the lanes, a few at a time when runs are fast (see _chunk), and their decisions.
+        self.work: queue.Queue[list[Flight] | None] = queue.Queue()
+        self.results: queue.Queue[list[tuple[Flight, Decision]]] = queue.Queue()
         #: Claimed and not decided yet, queued or running.
         self.flights: dict[int, Flight] = {}
         self.unsettled: dict[tuple[str, datetime], _Unsettled] = defaultdict(_Unsettled)
@@ -305,28 +313,64 @@ class LanedRunner(ParcelRunner):
             for job in jobs:
                 self._unsettle(token, now, sweep.hand_back(job))
             raise
-        for job in jobs:
-            flight = Flight(job=job, context=contexts.get(job.pk), token=token, claim=self.claims, now=now)
-            self.flights[job.pk] = flight
-            self.work.put(flight)
+        flights = [Flight(job=job, context=contexts.get(job.pk), token=token, claim=self.claims, now=now)
+                   for job in jobs]
+        for flight in flights:
+            self.flights[flight.job.pk] = flight
+        if self._fast():
+            self._run_here(flights)
+            return len(jobs)
+        chunk = self._chunk()
+        for first in range(0, len(flights), chunk):
+            self.work.put(flights[first:first + chunk])
         return len(jobs)
+
+    def _fast(self) -> bool:
+        """Whether the runs so far are so fast (no-op checks) that handing them to the lanes
+        would cost more than running them here, in the main thread, one after the other."""
+        return bool(self.pacer.runs) and self.pacer.mean < INLINE_SECONDS
+
+    def _run_here(self, flights: list[Flight]) -> None:
+        """Run ``flights`` in the main thread, as a child of one lane does (a real SIGALRM
+        timeout); a run slower than the others makes the next claim go to the lanes again."""
+        here = self.slot.lanes - 1
+        for flight in flights:
+            job = flight.job
+            if interrupts.stopping_all():
+                decision = sweep.hand_back(job)
+            else:
+                with self.limit_for(job):
+                    flight.started, flight.timeout = time.monotonic(), sweep.timeout_of(job)
+                    self.slot.running(job, flight.claim, lane=here)
+                    try:
+                        decision = sweep.run_one(job, flight.context, flight.now)
+                    finally:
+                        self.slot.clear(here)
+            self._decided(flight, decision)
+
+    def _chunk(self) -> int:
+        """Jobs a lane takes at once: runs so fast that handing them over one by one would cost
+        more than they do (no-op checks) go a few at a time, about CHUNK_SECONDS of work."""
+        mean = self.pacer.mean if self.pacer.runs else 0.0
+        if mean <= 0 or mean >= CHUNK_SECONDS:
+            return 1
+        return max(1, min(64, int(CHUNK_SECONDS / mean)))
 
     def _collect(self) -> None:
         """Take the lanes' decisions (waiting for one at most until the next thing to do), and
         interrupt the runs past their timeout (looked at every OVERRUN_LOOK seconds)."""
         wait = self._until_next()
         try:
-            flight, decision = self.results.get(timeout=wait) if wait > 0 else self.results.get_nowait()
+            decided = self.results.get(timeout=wait) if wait > 0 else self.results.get_nowait()
         except queue.Empty:
-            pass
-        else:
-            self._decided(flight, decision)
-            while True:
-                try:
-                    flight, decision = self.results.get_nowait()
-                except queue.Empty:
-                    break
+            decided = []
+        while decided:
+            for flight, decision in decided:
                 self._decided(flight, decision)
+            try:
+                decided = self.results.get_nowait()
+            except queue.Empty:
+                break
         if time.monotonic() >= self._next_look:
             self._next_look = time.monotonic() + OVERRUN_LOOK
             self._interrupt_overruns()
@@ -375,7 +419,7 @@ class LanedRunner(ParcelRunner):
         if not self._waiting:
             return True
         oldest = self._oldest_unsettled or 0.0
-        if not (force or self._waiting >= self.size or time.monotonic() - oldest >= SETTLE_EVERY):
+        if not (force or self._waiting >= max(self.size, self.batch_size) or time.monotonic() - oldest >= SETTLE_EVERY):
             return True
         from prescient.engine.decisions import TickSummary
 

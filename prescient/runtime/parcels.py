@@ -57,8 +57,9 @@ class RunSlot:
 
     @classmethod
     def size(cls, lanes: int) -> int:
-        """The length of the shared array for ``lanes`` lanes."""
-        return 1 + cls.WIDTH * lanes
+        """The length of the shared array for ``lanes`` lanes (and, with more than one, the
+        child's main thread, which runs fast jobs itself: its slot is the last)."""
+        return 1 + cls.WIDTH * (lanes + 1 if lanes > 1 else 1)
 
     def _at(self, lane: int, field: int) -> int:
         return 1 + lane * self.WIDTH + field

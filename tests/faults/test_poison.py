@@ -30,10 +30,11 @@ def _poison() -> dict[str, Thing]:
     }
 
 
-def test_a_worker_beside_poison_jobs__runs_all_40_others_and_charges_each_poison_job(processes):
+@pytest.mark.parametrize("lanes", ["1", "4"])
+def test_a_worker_beside_poison_jobs__runs_all_40_others_and_charges_each_poison_job(processes, lanes):
     seed(40, "fault.slow", name="0")
     poison = _poison()
-    worker = processes.start("prescient_worker", "--concurrency", "2")
+    worker = processes.start("prescient_worker", "--concurrency", "2", "--lanes", lanes)
     seconds = wait_until(
         lambda: JobHistory.objects.filter(job_exec="fault.slow").count() == 40, 30, what="the 40 ordinary jobs"
     )
@@ -76,9 +77,22 @@ def test_a_job_whose_runs_end_their_process__is_buried_after_max_crashes_and_the
     assert job.last_error.endswith("ended their process 3 times in a row (MAX_CRASHES): buried")
 
 
-def test_a_second_sigint__stops_a_worker_at_once_and_its_cut_run_is_handed_back_uncharged(processes):
+def test_a_job_whose_runs_end_their_process__is_buried_on_lanes_too(processes):
+    [crash] = seed(1, "fault.crash")
+    worker = processes.start("prescient_worker", "--concurrency", "1", "--lanes", "4", settings={"MAX_CRASHES": 2})
+    wait_until(lambda: FutureJob.objects.filter(state=State.BURIED).exists(), 60, what="the crashing job buried")
+    worker.send_signal(signal.SIGTERM)
+    assert processes.finish(worker, 30) == 0
+    job = FutureJob.objects.get(entity_key=str(crash.pk))
+    assert (job.state, job.run_count, job.failure_count) == (State.BURIED, 2, 2)
+    assert job.last_error.endswith("ended their process 2 times in a row (MAX_CRASHES): buried")
+
+
+@pytest.mark.parametrize("lanes", ["1", "4"])
+def test_a_second_sigint__stops_a_worker_at_once_and_its_cut_run_is_handed_back_uncharged(processes, lanes):
     [long] = seed(1, "fault.long", name="25")
-    worker = processes.start("prescient_worker", "--concurrency", "1", settings={"WORKER_GRACE_SECONDS": 60})
+    worker = processes.start("prescient_worker", "--concurrency", "1", "--lanes", lanes,
+                             settings={"WORKER_GRACE_SECONDS": 60})
     wait_until(lambda: RunLog.objects.filter(check_name="fault.slow").exists(), 30, what="the long run to start")
     worker.send_signal(signal.SIGINT)
     time.sleep(1.0)
