@@ -100,6 +100,19 @@ def use_loop(loop: asyncio.AbstractEventLoop | None) -> None:
     _loop[:] = [] if loop is None else [loop]
 
 
+#: The monotonic deadline of the run in progress in this thread (for :func:`resolve`).
+_deadline = threading.local()
+
+
+def resolve(value: Any) -> Any:
+    """``value``, awaited if it is awaitable (an ``async def`` handler called by a job's code),
+    within what is left of the run's timeout."""
+    if not inspect.isawaitable(value):
+        return value
+    left = getattr(_deadline, "at", time.monotonic() + 60.0) - time.monotonic()
+    return wait_for(value, left)
+
+
 def wait_for(awaitable: Any, timeout: float) -> Any:
     """Await ``awaitable`` for at most ``timeout`` seconds (CheckTimeout past it), on this
     process's loop when it has one, else on a loop of its own; returns its value."""
@@ -156,6 +169,7 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
                 signal.setitimer(signal.ITIMER_REAL, timeout)
             # An operator's signal while the code runs (prescient_tick, or prescient.tick() in a
             # shell: see runtime.tick.operator_signals) raises Interrupted here, and only here.
+            _deadline.at = started + timeout
             with interrupts.interruptible():
                 result.value = func(*args)
                 if inspect.isawaitable(result.value):  # an async def check, task or handler

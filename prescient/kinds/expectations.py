@@ -87,7 +87,7 @@ def climb(expectation: Expectation, instance: models.Model, job: FutureJob, step
     and the signal sent. Returns :data:`MET` when met, None when the rung was climbed."""
     if ask and expectation.met_by(instance):
         return MET
-    expectation.func(instance, job, step)
+    runner.resolve(expectation.func(instance, job, step))  # an async def handler is awaited
     # Robustly: a receiver that raises is logged by Django; it neither undoes the rung nor
     # makes the handler run again.
     expectation_missed.send_robust(

@@ -15,6 +15,7 @@ be a Task using a prescient backend (:func:`find_task`).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import logging
 import math
@@ -232,7 +233,7 @@ def _perform(task: AnyTask, job: FutureJob) -> Any:
     the run, as if the task had raised it (django-tasks-db's worker does the same)."""
     running = result_of(job, task, TaskResultStatus.RUNNING)
     task_started.send(type(task.get_backend()), task_result=running)
-    value = _invoke(task, job, running)
+    value = runner.resolve(_invoke(task, job, running))  # an async def task awaited, in its timeout
     try:
         return as_json(value)
     except Exception as exc:
@@ -242,10 +243,12 @@ def _perform(task: AnyTask, job: FutureJob) -> Any:
 def _invoke(task: AnyTask, job: FutureJob, running: AnyResult | None = None) -> Any:
     payload = job.payload or {}
     args, kwargs = payload.get("args", []), payload.get("kwargs", {})
+    # An async def task is awaited on this process's loop (runner.call), not on a loop of its own.
+    call = task.acall if inspect.iscoroutinefunction(task.func) else task.call
     if task.takes_context:
         result = running if running is not None else result_of(job, task, TaskResultStatus.RUNNING)
-        return task.call(TaskContext(task_result=result), *args, **kwargs)
-    return task.call(*args, **kwargs)
+        return call(TaskContext(task_result=result), *args, **kwargs)
+    return call(*args, **kwargs)
 
 
 def _retry_soon(decision: Decision, check: Check | None, now: datetime) -> None:

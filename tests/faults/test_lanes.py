@@ -135,3 +135,52 @@ def test_the_lanes_close_their_connections_when_idle_and_when_the_worker_stops(p
     wait_until(lambda: backends() == before, 10, what="every connection closed")
     assert Worker.objects.filter(stopped_at__isnull=False).count() == 1
     assert Thing.objects.count() == 32
+
+
+def test_async_expectation_handlers__are_awaited_side_by_side_on_the_lanes(processes):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    import prescient
+    from prescient import expectations
+    from tests.testapp import rungs
+    from tests.testapp.models import RunLog
+
+    expectations.unregister(rungs.ASYNC_NAME)
+    rungs.declare_async()
+    try:
+        now = timezone.now()
+        things = [Thing.objects.create() for _ in range(16)]
+        for thing in things:  # started two hours ago: the first rung has passed
+            prescient.expect(thing, rungs.ASYNC_NAME, start=now - timedelta(hours=2), now=now - timedelta(hours=2))
+        FutureJob.objects.update(next_check_at=timezone.now() - timedelta(minutes=1))
+        worker = processes.start("prescient_worker", "--concurrency", "1", "--lanes", "8",
+                                 env_extra={"PRESCIENT_TEST_EXPECTATION": "async"})
+        wait_until(lambda: RunLog.objects.filter(check_name=rungs.ASYNC_NAME).count() == 16, 60, what="16 rungs")
+        worker.send_signal(signal.SIGTERM)
+        assert processes.finish(worker, 30) == 0, processes.output(worker)
+        logs = list(RunLog.objects.filter(check_name=rungs.ASYNC_NAME))
+        assert sorted(log.entity_key for log in logs) == sorted(f"{thing.pk}:1" for thing in things)
+        assert most_at_once([(log.started, log.ended) for log in logs]) > 1  # awaited side by side
+        assert not FutureJob.objects.filter(failure_count__gt=0).exists()
+    finally:
+        expectations.unregister(rungs.ASYNC_NAME)
+
+
+def test_django_tasks__sync_and_async_run_on_the_lanes(processes):
+    pytest.importorskip("django.tasks")
+    from tests.tasksapp import tasks
+
+    sync = [tasks.add.enqueue(i, 1) for i in range(10)]
+    awaited = [tasks.async_add.enqueue(i, 2) for i in range(10)]
+    worker = processes.start("prescient_worker", "--concurrency", "1", "--lanes", "8")
+    wait_until(lambda: JobHistory.objects.count() == 20, 60, what="every task to end")
+    worker.send_signal(signal.SIGTERM)
+    assert processes.finish(worker, 30) == 0, processes.output(worker)
+    for i, result in enumerate(sync):
+        result.refresh()
+        assert (result.status.name, result.return_value) == ("SUCCESSFUL", i + 1)
+    for i, result in enumerate(awaited):
+        result.refresh()
+        assert (result.status.name, result.return_value) == ("SUCCESSFUL", i + 2)

@@ -21,3 +21,23 @@ def log_rung(thing: Thing, job: object, step: int) -> None:
 
 def declare() -> None:
     prescient.expectation(NAME, model="testapp.Thing", met=Q(status="shipped"), ladder=LADDER)(log_rung)
+
+
+ASYNC_NAME = "test.shipped_async"
+
+
+async def log_rung_async(thing: Thing, job: object, step: int) -> None:
+    """An ``async def`` handler: awaits 0.3 s, then one row per call (started and ended, by the
+    host's monotonic clock, one for every process)."""
+    import asyncio
+
+    started = time.monotonic()
+    await asyncio.sleep(0.3)
+    await RunLog.objects.acreate(
+        check_name=ASYNC_NAME, entity_key=f"{thing.pk}:{step}", pid=os.getpid(), started=started,
+        ended=time.monotonic(),
+    )
+
+
+def declare_async() -> None:
+    prescient.expectation(ASYNC_NAME, model="testapp.Thing", met=Q(status="shipped"), ladder=LADDER)(log_rung_async)
