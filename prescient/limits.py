@@ -21,9 +21,10 @@ due: not a run, not a failure, not a retry. A host that declares no limit pays n
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import FieldDoesNotExist, ObjectDoesNotExist
@@ -203,7 +204,7 @@ def keys_at_capacity(running: dict[str, int]) -> set[str]:
     return full
 
 
-def holding(limit_key: str, rate_key: str, running: dict[str, int], tokens: dict[str, float]) -> str:
+def why_held(limit_key: str, rate_key: str, running: dict[str, int], tokens: dict[str, float]) -> str:
     """Why a due job with these keys is held back (``""``: it is not), in words."""
     if limit_key:
         limit = _limits.get(name_of(limit_key))
@@ -225,3 +226,80 @@ def _period(per: timedelta) -> str:
     return f"{seconds:g} s"
 
 
+
+
+# --- what holds jobs back now (reads, for the admin, the API, the commands and the metrics) ------
+
+
+def in_flight(keys: list[str] | None = None) -> Counter[str]:
+    """Runs claimed and not yet written, per limit key (of ``keys`` only, if given): one query
+    answered by the ``prescient_job_limit_in_flight`` index."""
+    from django.db.models import Count
+
+    from .models import FutureJob
+    from .states import State
+
+    rows = FutureJob.objects.filter(state__in=[State.RESERVED, State.RUNNING]).exclude(limit_key="")
+    if keys is not None:
+        rows = rows.filter(limit_key__in=keys)
+    return Counter(dict(rows.order_by().values_list("limit_key").annotate(n=Count("pk")).values_list("limit_key", "n")))
+
+
+def tokens_left(rate_keys: list[str], clock: datetime) -> dict[str, float]:
+    """The tokens each rate key has at ``clock`` (a key never used has its whole burst)."""
+    from .models import RateBucket
+
+    tokens: dict[str, float] = {}
+    for bucket in RateBucket.objects.filter(key__in=rate_keys):
+        rate = _rates.get(name_of(bucket.key))
+        if rate is not None:
+            tokens[bucket.key] = refill(bucket.tokens, (clock - bucket.refilled_at).total_seconds(), rate)
+    return tokens
+
+
+def holding(jobs: list[Any], now: datetime, clock: datetime | None = None) -> dict[int, str]:
+    """Why each job of ``jobs`` that is due at ``now`` is held back by a limit or rate, in words
+    (absent: it is not); ``clock`` is the database's time (rates are about real time). Nothing
+    is read when no limit is declared or none of the jobs has a key."""
+    from .states import State
+
+    limited = [job for job in jobs if (job.limit_key or job.rate_key) and job.state == State.SCHEDULED
+               and job.next_check_at <= now]
+    if not limited or not declared():
+        return {}
+    running = in_flight(sorted({job.limit_key for job in limited if job.limit_key}))
+    rate_keys = sorted({job.rate_key for job in limited if job.rate_key})
+    tokens = tokens_left(rate_keys, clock or now) if rate_keys else {}
+    found = {}
+    for job in limited:
+        why = why_held(job.limit_key, job.rate_key, running, tokens)
+        if why:
+            found[job.pk] = why
+    return found
+
+
+def held_counts(now: datetime, clock: datetime | None = None) -> dict[str, int]:
+    """How many due jobs each limit or rate (by name) holds back at ``now``; {} when none is
+    declared (nothing is read)."""
+    if not declared():
+        return {}
+    from django.db.models import Count
+
+    from .models import FutureJob
+
+    due = (FutureJob.objects.due(now).exclude(limit_key="", rate_key="").order_by()
+           .values_list("limit_key", "rate_key").annotate(n=Count("pk")))
+    groups = list(due)
+    if not groups:
+        return {}
+    running = in_flight(sorted({limit_key for limit_key, _, _ in groups if limit_key}))
+    rate_keys = sorted({rate_key for _, rate_key, _ in groups if rate_key})
+    tokens = tokens_left(rate_keys, clock or now) if rate_keys else {}
+    counts: Counter[str] = Counter()
+    for limit_key, rate_key, n in groups:
+        why = why_held(limit_key, rate_key, running, tokens)
+        if why.startswith("held by limit"):
+            counts[name_of(limit_key)] += n
+        elif why:
+            counts[name_of(rate_key)] += n
+    return dict(counts)

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db.models import Count, Max, Min, Q
 
+from . import limits
 from .clock import db_now
 from .conf import stale_after_seconds
 from .expectations import KIND, registered
@@ -37,6 +38,8 @@ class WorkerInfo:
     jobs_done: int
     #: The worker's host clock minus the database's, at its last heartbeat.
     clock_skew_seconds: float = 0.0
+    #: Jobs each of its children runs at once.
+    lanes: int = 1
 
 
 @dataclass
@@ -93,6 +96,8 @@ class Status:
     workers: list[WorkerInfo] = field(default_factory=list)
     last_slot_at: str | None = None
     expectations: list[ExpectationInfo] = field(default_factory=list)
+    #: Due jobs held back, per limit or rate (by name); empty when none is declared.
+    held: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,7 +117,7 @@ def snapshot(now: datetime | None = None) -> Status:
             name=w.name, hostname=w.hostname, pid=w.pid, concurrency=w.concurrency,
             started_at=w.started_at.isoformat(), heartbeat_at=w.heartbeat_at.isoformat(),
             heartbeat_age_seconds=round((now - w.heartbeat_at).total_seconds(), 1), jobs_done=w.jobs_done,
-            clock_skew_seconds=round(w.clock_skew_seconds, 3),
+            clock_skew_seconds=round(w.clock_skew_seconds, 3), lanes=w.lanes,
         )
         for w in alive_workers(now)
     ]
@@ -125,4 +130,5 @@ def snapshot(now: datetime | None = None) -> Status:
         workers=workers,
         last_slot_at=None if last_slot is None else last_slot.isoformat(),
         expectations=expectations(now),
+        held=limits.held_counts(now, db_now() if limits.declared() else now),
     )

@@ -22,7 +22,7 @@ from django.utils.timesince import timesince
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from prescient import slots
+from prescient import limits, slots
 from prescient.admin.actions import JobActionsMixin
 from prescient.admin.dashboard import DashboardMixin
 from prescient.admin.display import (
@@ -129,6 +129,7 @@ class FutureJobAdmin(JobActionsMixin, DashboardMixin, JobPageMixin, LinksMixin, 
         (_("Errors"), {"fields": ["last_error", "recent_errors_table"]}),
         (_("Dates"), {"fields": ["first_check_at", "created_at"]}),
         (_("Task (django.tasks)"), {"fields": ["queue", "priority", "payload"], "classes": ["collapse"]}),
+        (_("Limits"), {"fields": ["limit_key", "rate_key"], "classes": ["collapse"]}),
         (_("History"), {"fields": ["admin_log", "history_table"]}),
     ]
     readonly_fields = fieldset_names(fieldsets)
@@ -165,6 +166,9 @@ class FutureJobAdmin(JobActionsMixin, DashboardMixin, JobPageMixin, LinksMixin, 
         if job.next_check_at < now:
             if job.state == State.PAUSED:  # not overdue: it waits for a person to release it
                 return format_html('{}<br><small class="quiet">{}</small>', when(job.next_check_at), gettext("paused"))
+            held = limits.holding([job], now, now).get(job.pk) if job.limit_key or job.rate_key else None
+            if held:  # not overdue either: a limit per key holds it back (prescient.limits)
+                return format_html('{}<br><small class="quiet">{}</small>', when(job.next_check_at), held)
             late = gettext("overdue by %(time)s") % {"time": timesince(job.next_check_at, now)}
             return format_html(
                 '{}<br><small style="color:var(--error-fg, #ba2121)">{}</small>', when(job.next_check_at), late

@@ -27,7 +27,7 @@ from django.db.models import Sum
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from .. import queries
+from .. import limits, queries
 from ..clock import db_now
 from ..status import expectations
 from ..tallies import DURATION_BUCKETS, LAG_BUCKETS, MetricTally
@@ -109,6 +109,15 @@ class PrescientCollector:
                 pending.add_metric([info.name], info.pending)
             yield ended
             yield pending
+        held = limits.held_counts(self.now)
+        if limits.declared():
+            family = GaugeMetricFamily(
+                "prescient_jobs_held", "Due jobs held back by a limit or rate per key, per limit or rate.",
+                labels=["limit"],
+            )
+            for name, n in held.items():
+                family.add_metric([name], n)
+            yield family
         yield from tally_families()
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 from django.db import models
 
+from .. import limits
+from ..clock import db_now
 from ..models import FutureJob, JobHistory, JobLink
 from .errors import invalid
 
@@ -35,8 +37,10 @@ def links_of(job_ids: list[int]) -> Links:
     return found
 
 
-def task_out(job: FutureJob, links: Links | None = None) -> dict[str, Any]:
+def task_out(job: FutureJob, links: Links | None = None, held: dict[int, str] | None = None) -> dict[str, Any]:
     parents, children = (links or links_of([job.pk]))[job.pk]
+    if held is None:
+        held = _held([job])
     return {
         "id": job.pk,
         "check": job.job_exec,
@@ -54,9 +58,18 @@ def task_out(job: FutureJob, links: Links | None = None) -> dict[str, Any]:
         "in_flight": job.in_flight,
         "end_requested": job.end_requested or None,
         "last_error": job.last_error,
+        "held_by": held.get(job.pk),
         "parents": parents,
         "children": children,
     }
+
+
+def _held(jobs: list[FutureJob]) -> dict[int, str]:
+    """Why each due job is held back by a limit or rate (nothing read when none is declared)."""
+    if not limits.declared():
+        return {}
+    now = db_now()
+    return limits.holding(jobs, now, now)
 
 
 def history_out(row: JobHistory, links: Links | None = None) -> dict[str, Any]:
@@ -85,7 +98,8 @@ def history_out(row: JobHistory, links: Links | None = None) -> dict[str, Any]:
 
 def tasks_out(jobs: list[FutureJob]) -> list[dict[str, Any]]:
     links = links_of([job.pk for job in jobs])
-    return [task_out(job, links) for job in jobs]
+    held = _held(jobs)
+    return [task_out(job, links, held) for job in jobs]
 
 
 def histories_out(rows: list[JobHistory]) -> list[dict[str, Any]]:

@@ -266,6 +266,9 @@ class Task(Schema):
     in_flight: bool = Field(description="A run is under way.")
     end_requested: Outcome | None = Field(description="Set when killed or cancelled while a run is in flight.")
     last_error: str
+    held_by: str | None = Field(
+        None, description="Why a due job waits: the limit or rate per key that holds it back (null: none)."
+    )
     parents: list[int] = Field(description="Ids of the jobs this one runs after.")
     children: list[int] = Field(description="Ids of the jobs that run after this one.")
 

@@ -10,12 +10,12 @@ import pytest
 from django.db import connection
 from django.db.models import F
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 import prescient
 from prescient import limits
 from prescient.engine import store
 from prescient.engine.decisions import Decision, TickSummary
-from prescient.engine.store import limited
 from prescient.models import FutureJob, JobHistory, RateBucket
 from prescient.states import Event, Outcome, State
 from tests.testapp.models import Thing
@@ -92,7 +92,7 @@ def test_a_job_held_back__says_why_and_stays_due_untouched(register, make_thing,
         prescient.schedule(make_thing(), "test.limited", now=t0)
     [running] = claim(t0)
     [waiting] = FutureJob.objects.filter(state=State.SCHEDULED)
-    why = limited.holding(list(FutureJob.objects.all()), t0)
+    why = limits.holding(list(FutureJob.objects.all()), t0)
     assert why == {waiting.pk: "held by limit test.limited:test.limited (1 of 1 running)"}
     assert running.pk not in why
 
@@ -136,3 +136,37 @@ def test_no_limit_declared__the_claim_sends_what_it_always_sent(register, make_t
 def test_a_bad_limit__is_refused_when_declared(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_what_holds_a_job_back__shows_in_the_api_the_jobs_command_status_and_metrics(register, make_thing, t0):
+    import json
+
+    from django.core.management import call_command
+
+    from prescient.api.payloads import tasks_out
+    from prescient.status import snapshot
+
+    register("test.limited", lambda thing, job: None, limit=prescient.Limit(running=1))
+    for _ in range(3):
+        prescient.schedule(make_thing(), "test.limited", now=t0)
+    [running] = claim(t0)
+    jobs = list(FutureJob.objects.order_by("pk"))
+    out = {row["id"]: row["held_by"] for row in tasks_out(jobs)}
+    held = "held by limit test.limited:test.limited (1 of 1 running)"
+    assert out == {job.pk: (None if job.pk == running.pk else held) for job in jobs}
+    assert snapshot().held == {"test.limited": 2}
+    from io import StringIO
+
+    printed = StringIO()
+    call_command("prescient_jobs", "--json", stdout=printed)
+    rows = [json.loads(line) for line in printed.getvalue().splitlines()]
+    assert sorted(row.get("held_by", "") for row in rows) == ["", held, held]
+    pytest.importorskip("prometheus_client")
+    from prometheus_client import generate_latest
+    from prometheus_client.core import CollectorRegistry
+
+    from prescient.api.metrics import PrescientCollector
+
+    registry = CollectorRegistry()
+    registry.register(PrescientCollector(timezone.now()))
+    assert 'prescient_jobs_held{limit="test.limited"} 2.0' in generate_latest(registry).decode()

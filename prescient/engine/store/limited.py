@@ -22,11 +22,10 @@ so a worker that dies never lets a limit be exceeded: its runs count until they 
 from __future__ import annotations
 
 import zlib
-from collections import Counter
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from prescient import limits
@@ -39,23 +38,14 @@ LOCK_CLASS = 0x6C696D74
 #: Candidates looked at per job wanted: keys with room may sit behind others' jobs.
 LOOK_AHEAD = 4
 
-IN_FLIGHT = (State.RESERVED, State.RUNNING)
 UNLIMITED = Q(limit_key="", rate_key="")
-
-
-def in_flight(keys: list[str] | None = None) -> Counter[str]:
-    """Runs claimed and not yet written, per limit key (of ``keys`` only, if given)."""
-    rows = FutureJob.objects.filter(state__in=IN_FLIGHT).exclude(limit_key="")
-    if keys is not None:
-        rows = rows.filter(limit_key__in=keys)
-    return Counter(dict(rows.values_list("limit_key").annotate(n=Count("pk")).order_by().values_list("limit_key", "n")))
 
 
 def claim(due: QuerySet[FutureJob], size: int, token: str, state: str) -> list[FutureJob]:
     """Claim up to ``size`` jobs with limited keys from ``due`` (the claim's queryset of due
     jobs, in claim order) under ``token``; returns them."""
     with transaction.atomic():
-        full = limits.keys_at_capacity(in_flight())
+        full = limits.keys_at_capacity(limits.in_flight())
         candidates = due.exclude(UNLIMITED)
         if full:
             candidates = candidates.exclude(limit_key__in=full)
@@ -67,7 +57,7 @@ def claim(due: QuerySet[FutureJob], size: int, token: str, state: str) -> list[F
         limit_keys = sorted({key for _, key, _ in picked if key})
         rate_keys = sorted({key for _, _, key in picked if key})
         _lock(sorted(set(limit_keys) | set(rate_keys)))
-        running = in_flight(limit_keys)
+        running = limits.in_flight(limit_keys)
         tokens, counted_at = _buckets(rate_keys)
         taken: list[int] = []
         for pk, limit_key, rate_key in picked:
@@ -125,25 +115,3 @@ def _buckets(keys: list[str]) -> tuple[dict[str, float], datetime]:
         bucket = found[key]
         tokens[key] = limits.refill(bucket.tokens, (now - bucket.refilled_at).total_seconds(), rate)
     return tokens, now
-
-
-def holding(jobs: list[FutureJob], now: datetime) -> dict[int, str]:
-    """Why each due job of ``jobs`` with keys is held back, in words (absent: it is not)."""
-    limited = [job for job in jobs if (job.limit_key or job.rate_key) and job.state == State.SCHEDULED
-               and job.next_check_at <= now]
-    if not limited:
-        return {}
-    running = in_flight(sorted({job.limit_key for job in limited if job.limit_key}))
-    rate_keys = sorted({job.rate_key for job in limited if job.rate_key})
-    tokens: dict[str, float] = {}
-    clock = db_now() if rate_keys else now
-    for bucket in RateBucket.objects.filter(key__in=rate_keys):
-        rate = limits.rate_named(limits.name_of(bucket.key))
-        if rate is not None:
-            tokens[bucket.key] = limits.refill(bucket.tokens, (clock - bucket.refilled_at).total_seconds(), rate)
-    found = {}
-    for job in limited:
-        why = limits.holding(job.limit_key, job.rate_key, running, tokens)
-        if why:
-            found[job.pk] = why
-    return found

@@ -4,19 +4,24 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
+from prescient import limits
+from prescient.clock import db_now
 from prescient.models import FutureJob
 
 from ._args import row_limit
 from ._select import JobsCommand
 
 
-def job_row(job: FutureJob) -> dict[str, Any]:
+def job_row(job: FutureJob, held_by: str = "") -> dict[str, Any]:
     """A live job as the command prints it (and as ``--json`` gives it)."""
-    return {
+    row = {
         "id": job.pk, "entity": f"{job.entity_name}#{job.entity_key}", "check": job.job_exec, "state": job.state,
         "last_state": job.last_state, "next_check_at": job.next_check_at.isoformat(), "workflow": job.workflow,
         "check_count": job.check_count, "in_flight": job.in_flight,
     }
+    if held_by:
+        row["held_by"] = held_by
+    return row
 
 
 class Command(JobsCommand):
@@ -40,12 +45,16 @@ class Command(JobsCommand):
             queryset = queryset.filter(pk__in=options["ids"])
         total = queryset.count()
         shown = list(queryset[: options["limit"]])
+        clock = db_now() if limits.declared() else None
+        held = limits.holding(shown, clock, clock) if clock is not None else {}
         for job in shown:
-            row = job_row(job)
+            row = job_row(job, held.get(job.pk, ""))
             if options["json"]:
                 self.emit(row)
                 continue
             extra = f" workflow={job.workflow}" if job.workflow else ""
+            if job.pk in held:
+                extra += f" ({held[job.pk]})"
             self.stdout.write(
                 f"{job.pk}  {job.state:<9}  {job.job_exec}  {row['entity']}  next {row['next_check_at']}  "
                 f"checks={job.check_count}{extra}"

@@ -27,14 +27,15 @@ class Command(PrescientCommand):
             return
         write = self.stdout.write
         write("jobs:    " + "  ".join(f"{state}={count}" for state, count in status.states.items()))
-        write(f"due now: {status.due_now}")
+        held = "  ".join(f"{name}={count}" for name, count in sorted(status.held.items()))
+        write(f"due now: {status.due_now}" + (f" (held back by limits: {held})" if held else ""))
         lateness = "-" if status.oldest_overdue_seconds is None else f"{status.oldest_overdue_seconds:.0f}s"
         write(f"oldest overdue: {lateness}")
         write(f"last slot processed: {status.last_slot_at or '-'}")
         write(f"workers alive: {len(status.workers)}")
         for w in status.workers:
             write(
-                f"  {w.name}  host={w.hostname} pid={w.pid} concurrency={w.concurrency} "
+                f"  {w.name}  host={w.hostname} pid={w.pid} concurrency={w.concurrency} lanes={w.lanes} "
                 f"heartbeat {w.heartbeat_age_seconds:.0f}s ago, jobs done {w.jobs_done}, "
                 f"clock skew {w.clock_skew_seconds:+.3f}s"
             )
