@@ -339,12 +339,46 @@ def import_problems(conf: Any) -> list[Problem]:
     )]
 
 
+def _task_limits(key: str, value: Any) -> list[Problem]:
+    """``{"<task path>" or "queue:<name>": {"running": N, "runs": N, "per_seconds": S}}``."""
+    allowed = 'a dict of task paths or "queue:<name>" to {"running": N} and/or {"runs": N, "per_seconds": S}'
+    if not isinstance(value, dict):
+        return [Problem(key, value, allowed, diagnostics.TASK_OPTION_VALUE.id)]
+    found: list[Problem] = []
+    for name, spec in value.items():
+        where = f"{key}[{name!r}]"
+        if not isinstance(name, str) or not name or not isinstance(spec, dict) or not spec:
+            found.append(Problem(where, spec, allowed, diagnostics.TASK_OPTION_VALUE.id))
+            continue
+        unknown = set(spec) - {"running", "runs", "per_seconds"}
+        rate_given = {"runs", "per_seconds"} & set(spec)
+        if unknown or (rate_given and rate_given != {"runs", "per_seconds"}):
+            found.append(Problem(where, spec, allowed, diagnostics.TASK_OPTION_VALUE.id))
+            continue
+        for field_, rule in (("running", whole(1, 1_000_000, diagnostics.TASK_OPTION_VALUE.id)),
+                             ("runs", whole(1, 1_000_000, diagnostics.TASK_OPTION_VALUE.id)),
+                             ("per_seconds", seconds(0, MAX_SECONDS, diagnostics.TASK_OPTION_VALUE.id,
+                                                     open_least=True))):
+            if field_ in spec:
+                found.extend(rule.problems(f"{where}[{field_!r}]", spec[field_]))
+    return found
+
+
+class _Limits(Rule):
+    """The ``LIMITS`` option: a rule whose problems are its own function's."""
+
+    def problems(self, key: str, value: Any) -> list[Problem]:
+        return _task_limits(key, value)
+
+
 #: The OPTIONS of a prescient django.tasks backend (``TASKS[alias]["OPTIONS"]``), by key.
 OPTIONS_RULES: dict[str, Rule] = {
     "MAX_RETRIES": whole(0, 1_000_000, diagnostics.TASK_OPTION_VALUE.id),
     "TIMEOUT_SECONDS": seconds(0, MAX_SECONDS, diagnostics.TASK_OPTION_VALUE.id, open_least=True),
     "RETRY_DELAY_SECONDS": seconds(0, MAX_SECONDS, diagnostics.TASK_OPTION_VALUE.id),
     "ROUND_TO_SLOT": Rule("True or False", lambda v: isinstance(v, bool), diagnostics.TASK_OPTION_VALUE.id),
+    # Limits and rates per task path or queue (prescient.limits), held by the database.
+    "LIMITS": _Limits("limits and rates per task path or queue", lambda v: True, diagnostics.TASK_OPTION_VALUE.id),
 }
 
 

@@ -303,3 +303,33 @@ def held_counts(now: datetime, clock: datetime | None = None) -> dict[str, int]:
         elif why:
             counts[name_of(rate_key)] += n
     return dict(counts)
+
+
+# --- django.tasks: limits per task path or queue (a backend's OPTIONS["LIMITS"]) ------------------
+
+TaskLimits = dict[str, tuple[Limit | None, Rate | None]]
+
+
+def task_limits(options: dict[str, Any]) -> TaskLimits:
+    """The ``LIMITS`` of a task backend's OPTIONS (checked by ``conf.OPTIONS_RULES``), declared
+    by name: ``{"<task path>" or "queue:<name>": (Limit, Rate)}``. Each has one key, shared by
+    every run of that task path or queue."""
+    found: TaskLimits = {}
+    for name, spec in (options.get("LIMITS") or {}).items():
+        called = name.replace(":", "/")  # a limit's name has no ':' (its keys are <name>:<value>)
+        limit = Limit(running=spec["running"], key=_one_key, name=called) if "running" in spec else None
+        rate = (Rate(runs=spec["runs"], per=timedelta(seconds=spec["per_seconds"]), key=_one_key, name=called)
+                if "runs" in spec else None)
+        declare(f"tasks:{name}", limit, rate)
+        found[name] = (limit, rate)
+    return found
+
+
+def _one_key(entity_name: str, entity_key: str) -> str:
+    return "*"
+
+
+def task_keys(module_path: str, queue: str, declared: TaskLimits) -> tuple[str, str]:
+    """A new task job's ``(limit_key, rate_key)``: by its task path, else by its queue."""
+    limit, rate = declared.get(module_path) or declared.get(f"queue:{queue}") or (None, None)
+    return key_of(limit, "", None, "", ""), key_of(rate, "", None, "", "")

@@ -48,7 +48,7 @@ from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
-from prescient import diagnostics, slots
+from prescient import diagnostics, limits, slots
 from prescient.conf import BACKEND_PATH, setting, validate_options
 from prescient.states import Outcome, State
 
@@ -119,6 +119,9 @@ class PrescientBackend(BaseTaskBackend):
         super().__init__(alias, params)
         # Created at the first use of the backend: a bad OPTION stops it there, checks run or not.
         validate_options(alias, self.options)
+        #: Limits and rates per task path or queue (OPTIONS["LIMITS"]), declared for every
+        #: process that creates the backend (a worker's claim asks them of the database).
+        self.limits = limits.task_limits(self.options)
 
     def check(self, **kwargs: Any) -> list[CheckMessage]:
         """``prescient.E023`` when prescient is not an installed app (its OPTIONS are checked
@@ -192,7 +195,8 @@ class PrescientBackend(BaseTaskBackend):
             args, kwargs = kind.as_json(list(args)), kind.as_json(dict(kwargs))
         except (TypeError, ValueError) as exc:
             raise TypeError(f"The arguments of task {task.module_path} must be JSON: {exc}") from exc
-        job = kind.new_job(task, self.alias, args, kwargs, due, run_after, now, uuid.uuid4().hex)
+        keys = limits.task_keys(task.module_path, task.queue_name, self.limits) if self.limits else ("", "")
+        job = kind.new_job(task, self.alias, args, kwargs, due, run_after, now, uuid.uuid4().hex, keys)
         # The wake-up is delivered when the job commits (with the caller's transaction, if
         # any). Sent for a deferred task too, so that an idle worker sets its next wake-up to
         # the task's exact run_after.

@@ -199,9 +199,11 @@ def as_json(value: Any) -> Any:
 
 
 def new_job(task: AnyTask, backend_alias: str, args: list[Any], kwargs: dict[str, Any], due: datetime,
-            run_after: Any, now: datetime, key: str) -> FutureJob:
-    """The (unsaved) job of one enqueued task."""
+            run_after: Any, now: datetime, key: str, keys: tuple[str, str] = ("", "")) -> FutureJob:
+    """The (unsaved) job of one enqueued task (``keys``: its limit and rate keys)."""
     return store.new_job(
+        limit_key=keys[0],
+        rate_key=keys[1],
         kind=TaskKind.name,
         entity_name=TASK_ENTITY,
         entity_key=key,

@@ -170,3 +170,47 @@ def test_what_holds_a_job_back__shows_in_the_api_the_jobs_command_status_and_met
     registry = CollectorRegistry()
     registry.register(PrescientCollector(timezone.now()))
     assert 'prescient_jobs_held{limit="test.limited"} 2.0' in generate_latest(registry).decode()
+
+
+def test_a_task_backends_limits__hold_its_tasks_by_path_and_by_queue(t0):
+    pytest.importorskip("django.tasks")
+    from tests.tasksapp import tasks
+
+    backend = tasks.add.get_backend()
+    kept = backend.limits
+    backend.limits = limits.task_limits({"LIMITS": {
+        "tests.tasksapp.tasks.add": {"running": 1},
+        "queue:a": {"runs": 2, "per_seconds": 3600},
+    }})
+    try:
+        for i in range(3):
+            tasks.add.enqueue(i, 1)
+            tasks.echo.using(queue_name="a").enqueue(i)
+        keys = sorted(set(FutureJob.objects.values_list("job_exec", "limit_key", "rate_key")))
+        assert keys == [
+            ("task:tests.tasksapp.tasks.add", "tests.tasksapp.tasks.add:*", ""),
+            ("task:tests.tasksapp.tasks.echo", "", "queue/a:*"),
+        ]
+        claimed = store.claim(timezone.now(), 100, "tick:t", start=True)
+        assert sorted(job.job_exec.rpartition(".")[2] for job in claimed) == ["add", "echo", "echo"]
+    finally:
+        backend.limits = kept
+        limits.forget("tasks:tests.tasksapp.tasks.add")
+        limits.forget("tasks:queue:a")
+
+
+@pytest.mark.parametrize(
+    ("given", "bad"),
+    [
+        ({"x.y": {"running": 0}}, "running"),
+        ({"x.y": {"runs": 2}}, "x.y"),
+        ({"x.y": {"speed": 1}}, "x.y"),
+        ({"queue:a": {"runs": 1, "per_seconds": 0}}, "per_seconds"),
+        ("fast", "LIMITS"),
+    ],
+)
+def test_a_bad_limits_option__is_reported(given, bad):
+    from prescient.conf import option_problems
+
+    found = option_problems("default", {"LIMITS": given})
+    assert found and bad in str(found[0]), found
