@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from django.apps import apps
 from django.db import models
 
-from . import limits
-from .conf import setting
+from . import limits, slots
+from .conf import MINUTES_PER_DAY, setting
 from .exceptions import AlreadyRegistered, UnknownCheck
 from .limits import Limit, Rate
 
@@ -76,6 +76,19 @@ class Check:
     #: every worker (:mod:`prescient.limits`).
     limit: Limit | None = None
     rate: Rate | None = None
+    #: Its jobs' runs start this far into their slot at most, each at a fixed offset derived from
+    #: its entity (a slot's herd spread over the slot); None: at the slot's start.
+    spread: timedelta | None = None
+
+    def spread_at(self, due: datetime, entity_name: str, entity_key: str) -> datetime:
+        """Where a run due at ``due`` starts: at its entity's offset into the slot when the
+        check spreads its slot, else at ``due``."""
+        if self.spread is None:
+            return due
+        slot_minutes = int(setting("SLOT_MINUTES"))
+        width = min(self.spread, timedelta(minutes=slot_minutes))  # True: the whole slot
+        offset = slots.spread_offset(f"{self.name}:{entity_name}:{entity_key}", width)
+        return slots.at_offset(due, slot_minutes, offset)
 
     @property
     def model(self) -> type[models.Model] | None:
@@ -128,6 +141,7 @@ def check(
     queue: str = "",
     limit: Limit | None = None,
     rate: Rate | None = None,
+    spread: bool | timedelta = False,
 ) -> Callable[[F], F]:
     """Register the decorated function as the check ``name``.
 
@@ -140,7 +154,9 @@ def check(
     that is not thread-safe). ``queue``: its jobs' queue, served by ``prescient_worker --queue``
     (default ``""``, the queue of checks). ``limit`` (:class:`prescient.Limit`) and ``rate``
     (:class:`prescient.Rate`): at most so many runs at once, and started per period, per key,
-    across every worker and host.
+    across every worker and host. ``spread``: ``True`` (or a timedelta up to the slot's length)
+    starts each job's runs at a fixed offset into their slot, derived from its entity, so that a
+    slot's herd is spread over the slot rather than all started at its boundary.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError("A check needs a non-empty name")
@@ -155,6 +171,7 @@ def check(
         raise TypeError(f"limit must be a prescient.Limit, got {type(limit).__name__}")
     if rate is not None and not isinstance(rate, Rate):
         raise TypeError(f"rate must be a prescient.Rate, got {type(rate).__name__}")
+    spread_by = _spread(spread)
 
     def decorator(func: F) -> F:
         entry = Check(
@@ -170,6 +187,7 @@ def check(
             queue=queue,
             limit=limit,
             rate=rate,
+            spread=spread_by,
         )
         existing = _registry.get(name)
         if existing is not None and _identity(existing.func) != _identity(func):
@@ -183,6 +201,17 @@ def check(
         return func
 
     return decorator
+
+
+def _spread(spread: bool | timedelta) -> timedelta | None:
+    """``spread=`` as a timedelta (True: the whole slot, read when used), or None."""
+    if spread is False or spread is None:
+        return None
+    if spread is True:
+        return timedelta(minutes=MINUTES_PER_DAY)  # at most the slot: at_offset keeps it inside
+    if not isinstance(spread, timedelta) or spread <= timedelta(0):
+        raise ValueError(f"spread must be True, False or a positive timedelta, got {spread!r}")
+    return spread
 
 
 def _identity(func: Callable[..., Any]) -> str:

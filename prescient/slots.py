@@ -6,6 +6,7 @@ of every hour in UTC (and in every zone whose offset is a whole number of slots)
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime, timedelta
 
 from .exceptions import InvalidTime
@@ -61,3 +62,23 @@ def after_slot(delay: timedelta, now: datetime, slot_minutes: int) -> datetime:
     05:00:01, one hour lands at 06:00. Rounded up, and strictly after ``now``'s slot, as
     :func:`next_check`. Raises OverflowError past the last date."""
     return next_check(floor(now, slot_minutes) + delay, now, slot_minutes)
+
+
+def spread_offset(key: str, spread: timedelta) -> timedelta:
+    """A fixed offset in ``[0, spread)`` derived from ``key`` (a job's entity and check): where
+    its runs start within their slot when a check spreads its slot's herd (the same key, the
+    same offset, whatever the process)."""
+    # A cryptographic digest, not a CRC: keys that differ in a digit (consecutive ids) must
+    # scatter over the slot evenly.
+    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    fraction = int.from_bytes(digest, "big") / 2**64
+    return timedelta(microseconds=int(spread / timedelta(microseconds=1) * fraction))
+
+
+def at_offset(value: datetime, slot_minutes: int, offset: timedelta) -> datetime:
+    """The first time at or after ``value`` that lies ``offset`` into its slot: a slot
+    boundary ``B`` becomes ``B + offset``; any other time the next such point."""
+    require_aware(value)
+    slot = _slot(slot_minutes)
+    at = floor(value, slot_minutes) + offset
+    return at if at >= value else at + slot

@@ -281,8 +281,21 @@ def run_one(job: FutureJob, context: Any, now: datetime) -> Decision:
                             Decision(job=job, event=Event.FINISH, ran=True), definition_of(job), describe(exc), now,
                             exception=exc, traceback="".join(traceback.format_exception(exc)),
                         )
+        _spread(decision)
         span.record(decision)
     return decision
+
+
+def _spread(decision: Decision) -> None:
+    """A re-check, a retry or a release of a check that spreads its slot starts at its job's
+    offset into the slot, as its first run did (a catch-up keeps it too)."""
+    due = decision.next_check_at
+    if due is None or decision.event not in (Event.RESCHEDULE, Event.RETRY, Event.HAND_BACK):
+        return
+    definition = definition_of(decision.job)
+    if definition is not None and definition.spread is not None:
+        job = decision.job
+        decision.next_check_at = definition.spread_at(due, job.entity_name, job.entity_key)
 
 
 def failed_run(job: FutureJob, exception: BaseException, now: datetime, seconds: float = 0.0) -> Decision:
@@ -299,6 +312,7 @@ def failed_run(job: FutureJob, exception: BaseException, now: datetime, seconds:
         pass
     except BaseException:  # host code (a task's signal receivers), here in a worker's main process
         logger.exception("job id=%s: what follows its failed run raised; the failure stands", job.pk)
+    _spread(decision)
     return decision
 
 

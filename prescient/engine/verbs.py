@@ -52,7 +52,7 @@ def schedule_job(
     entry = get_check(check)
     entity_name, entity_key = entity_ref(entity, entry)
     now = _now(now)
-    first = due_time(entry, now, at, delay)
+    first = entry.spread_at(due_time(entry, now, at, delay), entity_name, entity_key)
     workflow = workflow or ""
     held = _limit_keys(entry, entity, entity_name, entity_key)
     parents, policy = dependencies.parent_ids(after), dependencies.policy(on_parent_failure)
@@ -199,9 +199,9 @@ def schedule_many(
             held = _many_limit_keys(entry, list(unique))
             if parents:
                 jobs = [
-                    store.new_job(entity_name=name, entity_key=key, job_exec=entry.name, due=first, now=now,
-                                  workflow=workflow, paused=paused, waiting=True, queue=entry.queue,
-                                  limit_key=limit_key, rate_key=rate_key)
+                    store.new_job(entity_name=name, entity_key=key, job_exec=entry.name,
+                                  due=entry.spread_at(first, name, key), now=now, workflow=workflow, paused=paused,
+                                  waiting=True, queue=entry.queue, limit_key=limit_key, rate_key=rate_key)
                     for name, key in unique
                     for limit_key, rate_key in [held.get((name, key), ("", ""))]
                 ]
@@ -209,12 +209,13 @@ def schedule_many(
                 pks = store.links.insert_waiting(jobs)
                 dependencies.attach(pks, parents, policy, now)
                 written = len(pks)
-            elif held:  # a key of its own per entity: a job each, in one statement
+            elif held or entry.spread is not None:  # a key or a due time of its own per entity: a job each
                 jobs = [
-                    store.new_job(entity_name=name, entity_key=key, job_exec=entry.name, due=first, now=now,
-                                  workflow=workflow, paused=paused, queue=entry.queue,
-                                  limit_key=held[(name, key)][0], rate_key=held[(name, key)][1])
+                    store.new_job(entity_name=name, entity_key=key, job_exec=entry.name,
+                                  due=entry.spread_at(first, name, key), now=now, workflow=workflow, paused=paused,
+                                  queue=entry.queue, limit_key=limit_key, rate_key=rate_key)
                     for name, key in unique
+                    for limit_key, rate_key in [held.get((name, key), ("", ""))]
                 ]
                 written = store.insert_new(jobs, returning=False, wake=first <= now and not paused) or 0
             else:  # one job, copied for each entity
