@@ -53,3 +53,28 @@ async def await_(item: Item, job: object) -> None:
     import asyncio
 
     await asyncio.sleep(WAIT_SECONDS)
+
+
+# --- limits (bench/limits.py): declared only where BENCH_LIMITS=1, so that every other section's
+# claim is the one it always was (a declared limit makes the claim ask the database about keys).
+
+if os.environ.get("BENCH_LIMITS") == "1":
+    LIMITED, RATED = 8, 100
+
+    def _record(item: Item) -> None:
+        """The wait, with its start and end (monotonic) appended to a file of this process."""
+        started = time.monotonic()
+        time.sleep(WAIT_SECONDS)
+        with open(os.path.join(os.environ["BENCH_RUNLOG"], str(os.getpid())), "a") as out:
+            out.write(f"{started} {time.monotonic()}\n")
+
+    @prescient.check("bench.limited", model="bench.Item", limit=prescient.Limit(running=LIMITED))
+    def limited(item: Item, job: object) -> None:
+        """At most LIMITED at once across every worker."""
+        _record(item)
+
+    @prescient.check("bench.rated", model="bench.Item",
+                     rate=prescient.Rate(runs=RATED, per=timedelta(seconds=1)))
+    def rated(item: Item, job: object) -> None:
+        """At most RATED started a second across every worker."""
+        _record(item)

@@ -41,6 +41,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "metrics_pending": 1_000_000, "metrics_history": 1_000_000, "metrics_scrapes": 15,
         "prune_rows": 2_000_000, "prune_expired": 1_000_000, "prune_window": 10.0, "prune_chunk": 2_000,
         "io_lanes": [1, 8, 32, 64, 256], "io_async_lanes": [64, 256], "io_per_lane": 60, "io_min": 400,
+        "limit_jobs": 2_000, "rate_jobs": 1_500, "spread_jobs": 20_000,
     },
     "quick": {
         "runs": 2, "sweep": 2_000, "pending": 100_000, "due": [300, 3_000], "idle_reps": 60,
@@ -51,6 +52,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "metrics_pending": 50_000, "metrics_history": 50_000, "metrics_scrapes": 9, "sqlite_sweep": 1_000,
         "prune_rows": 200_000, "prune_expired": 100_000, "prune_window": 3.0, "prune_chunk": 1_000,
         "io_lanes": [1, 8, 64], "io_async_lanes": [64], "io_per_lane": 20, "io_min": 100,
+        "limit_jobs": 400, "rate_jobs": 400, "spread_jobs": 3_000,
     },
     "tiny": {
         "runs": 1, "sweep": 200, "pending": 2_000, "due": [50, 200], "idle_reps": 5,
@@ -60,6 +62,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "metrics_pending": 2_000, "metrics_history": 2_000, "metrics_scrapes": 3,
         "prune_rows": 2_000, "prune_expired": 1_000, "prune_window": 2.0, "prune_chunk": 100,
         "io_lanes": [1, 8], "io_async_lanes": [8], "io_per_lane": 5, "io_min": 20,
+        "limit_jobs": 40, "rate_jobs": 150, "spread_jobs": 300,
     },
 }
 
@@ -67,6 +70,7 @@ SIZES: dict[str, dict[str, Any]] = {
 #: The sections of bench/suite.py, in the order they run.
 ALL_SECTIONS = (
     "sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "prune", "metrics", "peers", "io",
+    "limits",
 )
 #: What ``--quick`` runs unless told otherwise (``--only herd,peers`` runs the rest).
 QUICK_SECTIONS = ("sweep", "idle", "scheduling", "metrics")
@@ -86,6 +90,8 @@ def section(key: str) -> str:
         return "scheduling"
     if head == "workflow":
         return "workflows"
+    if head in ("rates", "spread"):
+        return "limits"
     return head  # herd, churn, recurring, prune, metrics, peers: their keys start with their name
 
 
@@ -267,6 +273,21 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         out.append(Spec("io.lanes.rss.64", "io: the worker's memory (all processes), 64 lanes", "MB", "io.lanes.rss.1",
                         ("<=", 1.5, "ratio"), postgres_only=True))
         out.append(Spec("io.lanes.rss.1", "io: the same, 1 lane", "MB", postgres_only=True))
+    out += [
+        Spec("limits.most_at_once", "limits: most runs at once, a limit of 8, 2 workers x 32 lanes", "n", None,
+             ("<=", 8.0, "value"), postgres_only=True),
+        Spec("limits.floor", f"limits: floor, 8 at once / {wait} ms", "/s", postgres_only=True),
+        Spec("limits.rate", "limits: the drain's rate under the limit", "/s", "limits.floor", postgres_only=True),
+        Spec("rates.busiest_second", "rates: most starts in one second, 100/s (a burst of 100), 2 workers x 32 lanes",
+             "n", None, ("<=", 200.0, "value"), postgres_only=True),
+        Spec("rates.target", "rates: the rate asked", "/s", postgres_only=True),
+        Spec("rates.rate", "rates: starts per second after the burst", "/s", "rates.target", (">=", 0.9, "ratio"),
+             postgres_only=True),
+        Spec("spread.busiest_minute", f"spread: {sizes.get('spread_jobs', 0):,} due in one 15-minute slot, spread: "
+             "the busiest minute / the mean", "x", None, ("<=", 1.25, "value"), postgres_only=True),
+        Spec("spread.unspread_first_minute", "spread: the same unspread, share started in the slot's first minute",
+             "x", postgres_only=True),
+    ]
     out.append(Spec("io.peer.dtdb", f"io: django-tasks-db db_worker, one process, {wait} ms waits", "/s",
                     "io.floor.1", postgres_only=True))
     return out

@@ -39,7 +39,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 import prescient  # noqa: E402
-from bench import churn, herd, io, metrics, peers, prune, recurring, replay  # noqa: E402
+from bench import churn, herd, io, limits, metrics, peers, prune, recurring, replay  # noqa: E402
 from bench import tasks as bench_tasks  # noqa: E402
 from bench.models import Item, Parcel  # noqa: E402
 from prescient.engine import bulk, store  # noqa: E402
@@ -95,7 +95,8 @@ def ensure_items(count: int) -> None:
     if count <= _items:
         return
     cte, params = series(_items + 1, count)
-    q(f"{cte}INSERT INTO bench_item (id, stamp) SELECT x, NULL FROM g", params)
+    # ON CONFLICT: bench.workflows imports this module a second time, with a counter of its own.
+    q(f"{cte}INSERT INTO bench_item (id, stamp) SELECT x, NULL FROM g WHERE true ON CONFLICT DO NOTHING", params)
     _items = count
 
 
@@ -334,11 +335,13 @@ class WorkerRun:
     """A real ``manage.py prescient_worker`` process, started once and kept for many runs
     (``concurrency`` None: the command's default, one child per CPU)."""
 
-    def __init__(self, concurrency: int | None = 1, extra: list[str] | None = None) -> None:
+    def __init__(
+        self, concurrency: int | None = 1, extra: list[str] | None = None, env: dict[str, str] | None = None
+    ) -> None:
         given = [] if concurrency is None else ["--concurrency", str(concurrency)]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "django", "prescient_worker", *given, *(extra or []), "-v", "0"],
-            cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            cwd=ROOT, env={**child_env(), **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )
 
     def wait_ready(self) -> None:
@@ -780,6 +783,7 @@ def saves(res: Results, items: list[Item], runs: int) -> None:
 
 SECTIONS = (
     "sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "prune", "metrics", "peers", "io",
+    "limits",
 )
 
 
@@ -822,6 +826,8 @@ def main() -> None:
             peers.measure(res, sizes, sys.modules[__name__])
         if "io" in only:
             io.measure(res, sizes, sys.modules[__name__])
+        if "limits" in only:
+            limits.measure(res, sizes, sys.modules[__name__])
     finally:
         raw.close()
     Path(args.out).write_text(json.dumps(res.values))

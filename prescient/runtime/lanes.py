@@ -302,7 +302,8 @@ class LanedRunner(ParcelRunner):
         token = f"{self.prefix}/{self.claims}"
         self.slot.claiming(self.claims)
         now = db_now()
-        jobs = store.claim(now, size, token, self.queues, start=True)
+        self.held = []
+        jobs = store.claim(now, size, token, self.queues, start=True, held=self.held)
         if not jobs:
             return 0
         self.backoff.reset()

@@ -108,6 +108,8 @@ class ParcelRunner:
         self.runs = 0
         #: A database fault is waited out, nothing charged (at most 5 s between tries).
         self.backoff = Backoff(f"worker child {prefix}", 0.25, 5.0)
+        #: Seconds after which jobs held back by a limit or rate may have room (told when idle).
+        self.held: list[float] = []
         #: A parcel's results not yet written (a database fault): ``(decisions, token, now)``.
         self.unwritten: tuple[list[Decision], str, datetime] | None = None
 
@@ -143,7 +145,8 @@ class ParcelRunner:
         token = f"{self.prefix}/{self.claims}"
         self.slot.claiming(self.claims)
         now = db_now()
-        jobs = store.claim(now, size, token, self.queues, start=whole)
+        self.held = []
+        jobs = store.claim(now, size, token, self.queues, start=whole, held=self.held)
         if not jobs:
             return 0
         decisions: list[Decision] = []
@@ -196,7 +199,9 @@ class ParcelRunner:
     def _wait_for_work(self) -> bool:
         """Nothing was due: say so and wait for the worker's ``"go"``; False: stop."""
         connections.close_all()  # an idle child holds no connection
-        if not self._tell(("idle",)):
+        retry = min(self.held) if self.held else None  # jobs a limit or rate held back: when to look again
+        self.held = []
+        if not self._tell(("idle", retry)):
             return False
         try:
             message = self.conn.recv()

@@ -80,6 +80,8 @@ class Pool:
         self.memory_mb, self.max_runs = memory_mb, max_runs
         self._context = multiprocessing.get_context("spawn")
         self._serial = 0
+        #: When an idle child should look again for jobs a limit or rate held back (monotonic).
+        self.retry_at: float | None = None
         self.children: list[Child] = []
         first = self._fork_context()
         for _ in range(size):
@@ -156,6 +158,9 @@ class Pool:
                     message = child.conn.recv()
                     if message[0] == "idle":
                         child.idle = True
+                        if len(message) > 1 and message[1] is not None:  # jobs held back by a limit
+                            retry = time.monotonic() + float(message[1])
+                            self.retry_at = retry if self.retry_at is None else min(self.retry_at, retry)
                     elif message[0] == "counts":
                         counts.update(message[1])
             except (EOFError, OSError):

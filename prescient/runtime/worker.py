@@ -241,6 +241,8 @@ class WorkerProcess:
         if self.pool.has_idle() and not self.once:
             if self._wake_at == math.inf:
                 self._wake_at = self._next_wake()
+            if self.pool.retry_at is not None:  # jobs held back by a limit: look again then
+                self._wake_at, self.pool.retry_at = min(self._wake_at, self.pool.retry_at), None
             if time.monotonic() >= self._wake_at:
                 self.pool.wake()
                 self._wake_at = math.inf

@@ -42,29 +42,32 @@ def due_order(now: datetime, queues: list[str] | None) -> models.QuerySet[Future
 
 
 def claim(
-    now: datetime, limit: int, token: str, queues: list[str] | None = None, *, start: bool = False
+    now: datetime, limit: int, token: str, queues: list[str] | None = None, *, start: bool = False,
+    held: list[float] | None = None,
 ) -> list[FutureJob]:
     """Mark up to ``limit`` due jobs ``reserved`` under ``token`` and return them in claim order
     (highest priority first, then oldest).
 
     ``queues``: only jobs of these queues (``""`` is the queue of checks). ``start``: their
     runs start now too (``running``, their leases and ``run_started_at`` stamped), for a claim
-    whose runner calls them at once.
+    whose runner calls them at once. ``held``: told, when due jobs were held back by a limit
+    or rate, after how many seconds one may have room.
     """
     if limit <= 0:
         return []
     state = State.RUNNING if start else State.RESERVED
-    held: list[FutureJob] = []
     if limits.declared():
         # Jobs under a limit or rate first (the database says which keys have room), then the
         # others for the rest of the claim; where no limit is declared, none of this is asked.
-        held = limited.claim(due_order(now, queues), limit, token, state)
-        limit -= len(held)
+        kept = limited.claim(due_order(now, queues), limit, token, state, held)
+        limit -= len(kept)
         if limit <= 0:
-            return held
+            return kept
+    else:
+        kept = []
     jobs = _claim_unlimited(now, limit, token, queues, state, apart=limits.declared())
-    if held:
-        jobs = sorted([*held, *jobs], key=lambda job: (-job.priority, job.next_check_at, job.pk))
+    if kept:
+        jobs = sorted([*kept, *jobs], key=lambda job: (-job.priority, job.next_check_at, job.pk))
     return jobs
 
 

@@ -41,13 +41,23 @@ LOOK_AHEAD = 4
 UNLIMITED = Q(limit_key="", rate_key="")
 
 
-def claim(due: QuerySet[FutureJob], size: int, token: str, state: str) -> list[FutureJob]:
+#: Seconds after which a job held back by a limit is looked at again, where no wake-up came
+#: sooner (a run under its limit that ends wakes idle workers: see store.settle).
+LIMIT_RETRY_SECONDS = 0.25
+
+
+def claim(
+    due: QuerySet[FutureJob], size: int, token: str, state: str, held: list[float] | None = None
+) -> list[FutureJob]:
     """Claim up to ``size`` jobs with limited keys from ``due`` (the claim's queryset of due
-    jobs, in claim order) under ``token``; returns them."""
+    jobs, in claim order) under ``token``; returns them. ``held`` gets, when jobs were held back,
+    the seconds after which one of them may have room (a rate's next token)."""
     with transaction.atomic():
         full = limits.keys_at_capacity(limits.in_flight())
         candidates = due.exclude(UNLIMITED)
         if full:
+            if held is not None and candidates.filter(limit_key__in=full).exists():
+                held.append(LIMIT_RETRY_SECONDS)
             candidates = candidates.exclude(limit_key__in=full)
         if connection.features.has_select_for_update_skip_locked:
             candidates = candidates.select_for_update(skip_locked=True)
@@ -65,8 +75,13 @@ def claim(due: QuerySet[FutureJob], size: int, token: str, state: str) -> list[F
                 break
             limit = limits.limit_named(limits.name_of(limit_key)) if limit_key else None
             if limit is not None and running[limit_key] >= limit.running:
+                if held is not None:
+                    held.append(LIMIT_RETRY_SECONDS)
                 continue
             if rate_key and rate_key in tokens and tokens[rate_key] < 1:
+                rate = limits.rate_named(limits.name_of(rate_key))
+                if held is not None and rate is not None:
+                    held.append((1 - tokens[rate_key]) / rate.per_second)  # its next token
                 continue
             taken.append(pk)
             if limit_key:

@@ -21,6 +21,7 @@ from ..decisions import DISCARDED, HANDED_BACK, SUMMARY_KEY, Decision, TickSumma
 from . import links
 from .ending import _insert_history, end_jobs
 from .tallies import RunTally
+from .wake import notify
 
 logger = logging.getLogger("prescient.engine")
 
@@ -54,6 +55,10 @@ def settle(decisions: list[Decision], token: str, now: datetime, summary: TickSu
             except _REFUSED as exc:
                 summary.counts = counts
                 _settle_refused(decision, token, now, summary, exc)
+    if any(decision.job.limit_key for decision in decisions):
+        # Runs under a limit ended: their keys have room for jobs held back, maybe in an idle
+        # worker elsewhere (on PostgreSQL; others poll).
+        notify()
 
 
 #: Errors of a write that one row's data can cause; lost connections are left to the caller.
