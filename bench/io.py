@@ -1,5 +1,7 @@
 """Checks that wait on the world (issue #33): N due jobs whose work is a wait of ``BENCH_WAIT_MS``
-(default 50 ms, a call to a partner's API), one ``prescient_worker`` of one child, by its lanes.
+(default 50 ms, a call to a partner's API), one ``prescient_worker`` by its lanes in all (one
+child per CPU, as the command starts by default, the lanes shared among them; one lane: one
+child).
 The floor is what the lanes could do if prescient cost nothing: ``lanes / wait`` jobs per second.
 The rate is measured between 10% and 90% done (every lane started, none idle for want of work);
 the worker's memory is the RSS of all its processes at their largest meanwhile. The peer's row
@@ -75,12 +77,20 @@ class Progress(threading.Thread):
         return self.count * 0.8 / (high - low)
 
 
+def children_for(lanes: int) -> int:
+    """The children of one worker with ``lanes`` lanes in all: one per CPU (the command's
+    default), each with its share of the lanes; one lane is one child."""
+    return max(1, min(os.cpu_count() or 1, lanes))
+
+
 def drain(S: ModuleType, check: str, lanes: int, count: int) -> tuple[float, float]:
-    """One worker of one child with ``lanes`` lanes, idle, then ``count`` jobs of ``check`` made
-    due at once; returns (jobs per second between 10% and 90%, the worker's largest RSS in MB)."""
+    """One worker with ``lanes`` lanes in all (one child per CPU, the lanes shared among them),
+    idle, then ``count`` jobs of ``check`` made due at once; returns (jobs per second between 10%
+    and 90%, the worker's largest RSS in MB, all its processes)."""
     S.clear_jobs()
     S.ensure_items(count)
-    worker = S.WorkerRun(1, extra=["--lanes", str(lanes)])
+    children = children_for(lanes)
+    worker = S.WorkerRun(children, extra=["--lanes", str(lanes // children)])
     try:
         worker.wait_ready()
         progress = Progress(S, count, worker.pid)
@@ -133,7 +143,8 @@ def measure(res: Any, sizes: dict[str, Any], S: ModuleType) -> None:
             rate, rss = drain(S, check, lanes, count)
             res.add(f"{key}.{lanes}", rate)
             res.add(f"{key}.rss.{lanes}", rss)
-            S.log(f"io: {check} {WAIT * 1e3:g} ms, 1 child, {lanes} lanes: {rate:,.0f}/s "
+            S.log(f"io: {check} {WAIT * 1e3:g} ms, {children_for(lanes)} child(ren), {lanes} lanes in all: "
+                  f"{rate:,.0f}/s "
                   f"({rate / (lanes / WAIT):.2f} of the floor), {rss:,.0f} MB")
         res.add(f"io.floor.{lanes}", lanes / WAIT)
     rate = peer(S, max(sizes["io_min"], sizes["io_per_lane"]))

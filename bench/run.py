@@ -262,7 +262,7 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
     for lanes in sizes.get("io_lanes", []):
         out += [
             Spec(f"io.floor.{lanes}", f"io: floor, {lanes} lanes / {wait} ms", "/s", postgres_only=True),
-            Spec(f"io.lanes.{lanes}", f"io: {wait} ms waits, one worker of one child, {lanes} lanes", "/s",
+            Spec(f"io.lanes.{lanes}", f"io: {wait} ms waits, one worker, {lanes} lanes in all", "/s",
                  f"io.floor.{lanes}", (">=", targets[lanes], "ratio") if lanes in targets else None,
                  postgres_only=True),
         ]

@@ -184,3 +184,68 @@ def test_django_tasks__sync_and_async_run_on_the_lanes(processes):
     for i, result in enumerate(awaited):
         result.refresh()
         assert (result.status.name, result.return_value) == ("SUCCESSFUL", i + 2)
+
+
+def test_sync_expectation_handlers__run_on_the_lanes(processes):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    import prescient
+    from prescient import expectations
+    from tests.testapp import rungs
+    from tests.testapp.models import RunLog
+
+    expectations.unregister(rungs.NAME)
+    rungs.declare()
+    try:
+        now = timezone.now()
+        things = [Thing.objects.create() for _ in range(12)]
+        for thing in things:
+            prescient.expect(thing, rungs.NAME, start=now - timedelta(hours=2), now=now - timedelta(hours=2))
+        FutureJob.objects.update(next_check_at=timezone.now() - timedelta(minutes=1))
+        worker = processes.start("prescient_worker", "--concurrency", "1", "--lanes", "4",
+                                 env_extra={"PRESCIENT_TEST_EXPECTATION": "1"})
+        wait_until(lambda: RunLog.objects.filter(check_name=rungs.NAME).count() == 12, 60, what="12 rungs")
+        worker.send_signal(signal.SIGTERM)
+        assert processes.finish(worker, 30) == 0, processes.output(worker)
+        keys = sorted(RunLog.objects.filter(check_name=rungs.NAME).values_list("entity_key", flat=True))
+        assert keys == sorted(f"{thing.pk}:1" for thing in things)
+    finally:
+        expectations.unregister(rungs.NAME)
+
+
+def test_a_spread_slot__is_started_over_the_slot_by_a_worker(processes, tmp_path):
+    """One-minute slots: jobs of a spread check (lane.spread) due in this minute start each at its
+    offset into the minute: a worker wakes for each, neither all at the boundary nor early."""
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    from django.test import override_settings
+    from django.utils import timezone
+
+    import prescient
+    from prescient.models import Worker
+
+    if timezone.now().second > 30:  # keep half a minute of the slot ahead: wait for the next one
+        time.sleep(60.5 - timezone.now().second - timezone.now().microsecond / 1e6)
+    boundary = timezone.now().replace(second=0, microsecond=0)
+    things = [Thing.objects.create(name=f"{tmp_path}|0") for _ in range(40)]
+    with override_settings(PRESCIENT={"SLOT_MINUTES": 1}):
+        for thing in things:  # due this minute, each at its offset
+            prescient.schedule(thing, "lane.spread", now=boundary - timedelta(seconds=1))
+    due = {job.entity_key: job.next_check_at for job in FutureJob.objects.all()}
+    wall = time.time() - time.monotonic()  # the runs stamp the host's monotonic clock
+    worker = processes.start("prescient_worker", "--concurrency", "1", "--lanes", "4", settings={"SLOT_MINUTES": 1})
+    wait_until(lambda: JobHistory.objects.count() == 40, 100, what="every job to end")
+    ready = Worker.objects.get().started_at
+    worker.send_signal(signal.SIGTERM)
+    assert processes.finish(worker, 30) == 0, processes.output(worker)
+    lateness = []
+    for thing in things:
+        [line] = (tmp_path / str(thing.pk)).read_text().splitlines()
+        started = datetime.fromtimestamp(float(line.split()[0]) + wall, tz=UTC)
+        if due[str(thing.pk)] > ready + timedelta(seconds=1):  # due after the worker was up
+            lateness.append((started - due[str(thing.pk)]).total_seconds())
+    assert len(lateness) >= 5, lateness
+    assert all(-1.0 < late < 3.0 for late in lateness), lateness  # each at its offset, not before

@@ -284,3 +284,9 @@ async def lane_async_stuck(thing: Thing, job: object) -> None:
     import asyncio
 
     await asyncio.sleep(3600)
+
+
+@prescient.check("lane.spread", model="testapp.Thing", spread=True)
+def lane_spread(thing: Thing, job: object) -> None:
+    """fault.quiet, spread over its slot (tests/faults/test_lanes.py)."""
+    fault_quiet(thing, job)
