@@ -28,10 +28,19 @@ class PrescientConfig(AppConfig):
         from .conf import BACKEND_PATH
 
         backends = getattr(settings, "TASKS", None) or {}
-        if any(isinstance(cfg, dict) and cfg.get("BACKEND") == BACKEND_PATH for cfg in backends.values()):
+        ours = [name for name, cfg in backends.items() if isinstance(cfg, dict) and cfg.get("BACKEND") == BACKEND_PATH]
+        if ours:
+            from django.core.exceptions import ImproperlyConfigured
+            from django.tasks import task_backends
+
             from .kinds.tasks import discover
 
             discover()
+            for alias in ours:  # created now: each declares its OPTIONS' LIMITS (prescient.limits)
+                try:
+                    task_backends[alias]
+                except ImproperlyConfigured:
+                    pass  # bad OPTIONS: manage.py check and the first use say so
         # Every @prescient.periodic declaration is imported now: the upkeep service may remove
         # a declared schedule whose declaration is gone.
         from .recurrence import mark_loaded

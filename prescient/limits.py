@@ -107,6 +107,11 @@ def declared() -> bool:
     return bool(_limits or _rates)
 
 
+def rates_declared() -> bool:
+    """Whether any rate is declared (the claim then looks at the buckets)."""
+    return bool(_rates)
+
+
 def limit_named(name: str) -> Limit | None:
     return _limits.get(name)
 
@@ -232,17 +237,30 @@ def _period(per: timedelta) -> str:
 
 
 def in_flight(keys: list[str] | None = None) -> Counter[str]:
-    """Runs claimed and not yet written, per limit key (of ``keys`` only, if given): one query
+    """Runs claimed and not yet written, per limit key (of ``keys`` only, if given): every job
+    with a claim, whatever its state (a running job paused by a person still runs); one query
     answered by the ``prescient_job_limit_in_flight`` index."""
     from django.db.models import Count
 
     from .models import FutureJob
-    from .states import State
 
-    rows = FutureJob.objects.filter(state__in=[State.RESERVED, State.RUNNING]).exclude(limit_key="")
+    rows = FutureJob.objects.exclude(reserved_by="").exclude(limit_key="")
     if keys is not None:
         rows = rows.filter(limit_key__in=keys)
     return Counter(dict(rows.order_by().values_list("limit_key").annotate(n=Count("pk")).values_list("limit_key", "n")))
+
+
+def empty_rates(clock: datetime) -> list[str]:
+    """The rate keys with no token left at ``clock``: one query over the buckets that were
+    short at their last count (the others are full, or refill to full)."""
+    from .models import RateBucket
+
+    empty = []
+    for bucket in RateBucket.objects.filter(tokens__lt=1):
+        rate = _rates.get(name_of(bucket.key))
+        if rate is not None and refill(bucket.tokens, (clock - bucket.refilled_at).total_seconds(), rate) < 1:
+            empty.append(bucket.key)
+    return empty
 
 
 def tokens_left(rate_keys: list[str], clock: datetime) -> dict[str, float]:

@@ -48,7 +48,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='futurejob',
-            index=models.Index(condition=models.Q(models.Q(('limit_key', ''), _negated=True), ('state__in', ['reserved', 'running'])), fields=['limit_key'], name='prescient_job_limit_in_flight'),
+            index=models.Index(condition=models.Q(models.Q(('limit_key', ''), _negated=True), models.Q(('reserved_by', ''), _negated=True)), fields=['limit_key'], name='prescient_job_limit_in_flight'),
         ),
         migrations.AddIndex(
             model_name='futurejob',

@@ -119,7 +119,7 @@ class FutureJob(models.Model):
             # due limited jobs (their own claim): prescient/engine/store/limited.py.
             models.Index(
                 fields=["limit_key"], name="prescient_job_limit_in_flight",
-                condition=~Q(limit_key="") & Q(state__in=[State.RESERVED, State.RUNNING]),
+                condition=~Q(limit_key="") & ~Q(reserved_by=""),
             ),
             models.Index(
                 fields=["-priority", "next_check_at", "id"], name="prescient_job_limited_due",

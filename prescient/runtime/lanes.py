@@ -23,32 +23,25 @@ thread), closed when the lane has been idle a while and when it ends.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import queue
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing.connection import Connection
-from typing import Any
-
-from django.db import connections
 
 from prescient import interrupts
 from prescient.clock import db_now
 from prescient.engine import runner, store, sweep
-from prescient.engine.decisions import Decision
-from prescient.exceptions import CheckTimeout
+from prescient.engine.decisions import Decision, TickSummary
 from prescient.models import FutureJob
 
-from .parcels import DB_ERRORS, ParcelRunner, RunSlot
+from .lane import Flight, Lane, run_flight
+from .parcels import DB_ERRORS, WRITE_GIVE_UP_SECONDS, ParcelRunner, RunSlot
 
 logger = logging.getLogger("prescient.runtime.worker")
 
-#: Seconds a lane waits for work before it closes its database connection.
-IDLE_CLOSE_SECONDS = 5.0
 #: Seconds a decision waits to be settled with others (results are written at least this often).
 SETTLE_EVERY = 0.05
 #: Seconds between two looks for runs past their timeout.
@@ -59,147 +52,9 @@ QUEUED_SECONDS = 0.5
 CHUNK_SECONDS = 0.005
 #: Runs shorter than this on average (no-op checks) are run by the child's main thread itself.
 INLINE_SECONDS = 0.001
-
-
-@dataclass(eq=False)
-class Flight:
-    """One claimed job on its way through a lane."""
-
-    job: FutureJob
-    context: Any
-    token: str
-    claim: int
-    now: datetime
-    #: When its lane began its run (monotonic; 0: still queued).
-    started: float = 0.0
-    timeout: float = 0.0
-    #: Its soft timeout fired (CheckTimeout raised in its lane).
-    interrupted: bool = False
-
-
-class Lane(threading.Thread):
-    """One lane: takes a job from the child's queue, runs it, hands its decision back."""
-
-    def __init__(self, index: int, owner: LanedRunner) -> None:
-        super().__init__(name=f"prescient-lane-{index}", daemon=True)
-        self.index, self.owner = index, owner
-        self.lock = threading.Lock()
-        self.flight: Flight | None = None
-        #: A CheckTimeout was sent to this thread and may not have been raised yet.
-        self.pending = False
-        self.database: Any = None
-
-    def run(self) -> None:
-        try:
-            while True:
-                try:
-                    chunk = self.owner.work.get(timeout=IDLE_CLOSE_SECONDS)
-                except queue.Empty:
-                    connections.close_all()  # this thread's: an idle lane holds no connection
-                    continue
-                if chunk is None:
-                    return
-                decided = []
-                for flight in chunk:
-                    try:
-                        decision = self._run(flight)
-                    except BaseException as exc:  # a CheckTimeout that landed outside the run's code
-                        self._leave()
-                        decision = sweep.failed_run(flight.job, _as_timeout(exc, flight), flight.now,
-                                                    time.monotonic() - flight.started)
-                    decided.append((flight, decision))
-                self.owner.results.put(decided)
-        finally:
-            connections.close_all()
-
-    def _run(self, flight: Flight) -> Decision:
-        job = flight.job
-        if interrupts.stopping_all():
-            return sweep.hand_back(job)  # the worker is stopping: not started
-        with self.owner.limit_for(job):
-            with self.lock:
-                flight.started, flight.timeout = time.monotonic(), sweep.timeout_of(job)
-                self.flight, self.database = flight, connections["default"]
-            self.owner.slot.running(job, flight.claim, lane=self.index)
-            try:
-                return sweep.run_one(job, flight.context, flight.now)
-            finally:
-                self._leave()
-
-    def _leave(self) -> None:
-        """The run is over: nothing may interrupt this thread for it any more."""
-        with self.lock:
-            self.flight = None
-            if self.pending:  # sent, not raised yet: withdrawn
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident or 0), None)
-                self.pending = False
-        self.owner.slot.clear(self.index)
-        if self.database is not None and self.database.connection is not None and self.database.errors_occurred:
-            if not self.database.is_usable():
-                self.database.close()
-            self.database.errors_occurred = False
-
-    def interrupt(self, flight: Flight) -> bool:
-        """The run of ``flight`` overran its timeout: cancel its query and raise CheckTimeout in
-        its thread, if it is still this lane's run. Returns whether it was."""
-        with self.lock:
-            if self.flight is not flight or self.ident is None:
-                return False
-            _cancel_query(self.database)
-            self.pending = True
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident), ctypes.py_object(CheckTimeout))
-            return True
-
-
-def _cancel_query(database: Any) -> None:
-    """Ask PostgreSQL to cancel the query a lane's connection waits on (from another thread)."""
-    raw = getattr(database, "connection", None)
-    if raw is None or database.vendor != "postgresql":
-        return
-    try:
-        from psycopg.pq import TransactionStatus
-
-        if raw.info.transaction_status == TransactionStatus.ACTIVE:
-            raw.cancel_safe(timeout=2.0)
-    except Exception:  # best effort
-        logger.warning("could not cancel the query of a timed-out run", exc_info=True)
-
-
-def _as_timeout(exc: BaseException, flight: Flight) -> BaseException:
-    if isinstance(exc, CheckTimeout):
-        return CheckTimeout(f"{flight.job.job_exec} ran longer than its timeout of {flight.timeout:g}s")
-    return exc
-
-
-class _Limit:
-    """At most ``most`` runs of one check at a time in this process (``lanes=`` of a check)."""
-
-    def __init__(self, most: int) -> None:
-        self.semaphore = threading.BoundedSemaphore(most)
-
-    def __enter__(self) -> None:
-        self.semaphore.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.semaphore.release()
-
-
-class _Free:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-_FREE = _Free()
-
-
-@dataclass
-class _Unsettled:
-    """Decisions of one claim not yet written."""
-
-    decisions: list[Decision] = field(default_factory=list)
+#: Seconds before a child with runs in flight claims again after a claim found nothing (a
+#: decision, or jobs held back by a limit coming free, makes it sooner).
+RECLAIM_SECONDS = 0.5
 
 
 class LanedRunner(ParcelRunner):
@@ -217,12 +72,15 @@ class LanedRunner(ParcelRunner):
         self.results: queue.Queue[list[tuple[Flight, Decision]]] = queue.Queue()
         #: Claimed and not decided yet, queued or running.
         self.flights: dict[int, Flight] = {}
-        self.unsettled: dict[tuple[str, datetime], _Unsettled] = defaultdict(_Unsettled)
+        #: Decisions not yet written, by claim: ``(token, its now)``.
+        self.unsettled: dict[tuple[str, datetime], list[Decision]] = defaultdict(list)
         #: How many decisions wait to be written, and since when the oldest of them waits.
         self._waiting = 0
         self._oldest_unsettled: float | None = None
         self._next_look = 0.0
-        self._limits: dict[str, _Limit] = {}
+        #: No claim before this (monotonic): the last one found nothing while runs were in flight.
+        self._claim_after = 0.0
+        self._limits: dict[str, threading.BoundedSemaphore] = {}
         self._limits_lock = threading.Lock()
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, name="prescient-loop", daemon=True).start()
@@ -231,16 +89,17 @@ class LanedRunner(ParcelRunner):
         for lane in self.lanes:
             lane.start()
 
-    def limit_for(self, job: FutureJob) -> Any:
-        """What a lane holds while it runs ``job``: its check's own bound on runs at once, if any."""
+    def limit_for(self, job: FutureJob) -> threading.BoundedSemaphore | None:
+        """What a run of ``job`` holds in this process: its check's own bound on runs at once
+        (``lanes=``), if any."""
         definition = sweep.definition_of(job)
         most = getattr(definition, "lanes", None) if definition is not None else None
         if not most:
-            return _FREE
+            return None
         with self._limits_lock:
             limit = self._limits.get(job.job_exec)
             if limit is None:
-                limit = self._limits[job.job_exec] = _Limit(most)
+                limit = self._limits[job.job_exec] = threading.BoundedSemaphore(most)
         return limit
 
     # --- the loop ----------------------------------------------------------------------------
@@ -259,6 +118,8 @@ class LanedRunner(ParcelRunner):
                     except DB_ERRORS as exc:
                         exhausted = False
                         self.backoff.fault(exc)
+                    if exhausted and self.flights:  # no polling while runs are in flight
+                        self._claim_after = time.monotonic() + min([RECLAIM_SECONDS, *self.held])
                 self._collect()
                 if not self._write(force=not self.flights) and not self.flights:
                     continue  # a database fault: waited out by _write, tried again
@@ -291,7 +152,7 @@ class LanedRunner(ParcelRunner):
         """Whether to claim now: when fewer than half the headroom's worth of jobs wait queued.
         A claim then takes at least that many at once (one statement, one load, and their
         decisions settled together)."""
-        return len(self.flights) <= self.size + self._headroom() // 2
+        return len(self.flights) <= self.size + self._headroom() // 2 and time.monotonic() >= self._claim_after
 
     def _claim(self) -> int:
         """Claim (and start) jobs for the free lanes and the headroom, load what they need, queue
@@ -300,7 +161,6 @@ class LanedRunner(ParcelRunner):
         size = min(max(self.batch_size, self.size), max(1, wanted))
         self.claims += 1
         token = f"{self.prefix}/{self.claims}"
-        self.slot.claiming(self.claims)
         now = db_now()
         self.held = []
         jobs = store.claim(now, size, token, self.queues, start=True, held=self.held)
@@ -314,8 +174,7 @@ class LanedRunner(ParcelRunner):
             for job in jobs:
                 self._unsettle(token, now, sweep.hand_back(job))
             raise
-        flights = [Flight(job=job, context=contexts.get(job.pk), token=token, claim=self.claims, now=now)
-                   for job in jobs]
+        flights = [Flight(job=job, context=contexts.get(job.pk), token=token, now=now) for job in jobs]
         for flight in flights:
             self.flights[flight.job.pk] = flight
         if self._fast():
@@ -333,21 +192,15 @@ class LanedRunner(ParcelRunner):
 
     def _run_here(self, flights: list[Flight]) -> None:
         """Run ``flights`` in the main thread, as a child of one lane does (a real SIGALRM
-        timeout); a run slower than the others makes the next claim go to the lanes again."""
+        timeout); a run slower than the others makes the next claim go to the lanes again. A job
+        whose check's ``lanes=`` is taken by a lane goes to the lanes: the main thread never waits."""
         here = self.slot.lanes - 1
         for flight in flights:
-            job = flight.job
-            if interrupts.stopping_all():
-                decision = sweep.hand_back(job)
-            else:
-                with self.limit_for(job):
-                    flight.started, flight.timeout = time.monotonic(), sweep.timeout_of(job)
-                    self.slot.running(job, flight.claim, lane=here)
-                    try:
-                        decision = sweep.run_one(job, flight.context, flight.now)
-                    finally:
-                        self.slot.clear(here)
-            self._decided(flight, decision)
+            limit = self.limit_for(flight.job)
+            if limit is not None and not limit.acquire(blocking=False):
+                self.work.put([flight])
+                continue
+            self._decided(flight, run_flight(self, flight, here, limit))
 
     def _chunk(self) -> int:
         """Jobs a lane takes at once: runs so fast that handing them over one by one would cost
@@ -378,6 +231,7 @@ class LanedRunner(ParcelRunner):
 
     def _decided(self, flight: Flight, decision: Decision) -> None:
         self.flights.pop(flight.job.pk, None)
+        self._claim_after = 0.0  # a lane is free: claim again
         self._unsettle(flight.token, flight.now, decision)
         self.pacer.record(decision)
         self.runs += decision.ran
@@ -387,7 +241,7 @@ class LanedRunner(ParcelRunner):
         if self._oldest_unsettled is None:
             self._oldest_unsettled = time.monotonic()
         self._waiting += 1
-        self.unsettled[(token, claimed_at)].decisions.append(decision)
+        self.unsettled[(token, claimed_at)].append(decision)
 
     def _until_next(self) -> float:
         """Seconds until something needs the main thread without a result coming: decisions to
@@ -420,14 +274,13 @@ class LanedRunner(ParcelRunner):
         if not self._waiting:
             return True
         oldest = self._oldest_unsettled or 0.0
-        if not (force or self._waiting >= max(self.size, self.batch_size) or time.monotonic() - oldest >= SETTLE_EVERY):
+        many = self._waiting >= max(self.size, self.batch_size)
+        if not (force or many or time.monotonic() - oldest >= SETTLE_EVERY):
             return True
-        from prescient.engine.decisions import TickSummary
-
         summary = TickSummary()
         for key in list(self.unsettled):
             token, claimed_at = key
-            decisions = self.unsettled[key].decisions
+            decisions = self.unsettled[key]
             if not decisions:
                 del self.unsettled[key]
                 continue
@@ -446,13 +299,8 @@ class LanedRunner(ParcelRunner):
         return True
 
     def _drain(self) -> None:
-        """The child is stopping: the runs in flight end (asked to stop), the queued ones are
-        handed back by their lanes; everything is written (for at most a minute)."""
-        from .parcels import WRITE_GIVE_UP_SECONDS
-
-        while self.flights:
-            self._collect()
-            self._write()
+        """The child is stopping, its runs in flight all ended (run() waits for them; the queued
+        ones were handed back by their lanes): everything is written, for at most a minute."""
         deadline = time.monotonic() + WRITE_GIVE_UP_SECONDS
         while not self._write(force=True) and time.monotonic() < deadline:
             pass

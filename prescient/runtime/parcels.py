@@ -43,37 +43,31 @@ WRITE_GIVE_UP_SECONDS = 60.0
 
 
 class RunSlot:
-    """The few numbers a child shares with its worker, in shared memory, for each of its lanes:
-    the job whose code runs there (0: none), since when (monotonic seconds, one clock for every
-    process of the host) and its timeout; and the number of the child's last claim (its token
-    is ``<prefix>/<number>``)."""
+    """The few numbers a child shares with its worker, in shared memory, for each of its lanes
+    (and, with more than one, its main thread, which runs fast jobs itself: the last slot): the
+    job whose code runs there (0: none), since when (monotonic seconds, one clock for every
+    process of the host) and its timeout."""
 
     JOB, SINCE, TIMEOUT = range(3)
     WIDTH = 3
 
     def __init__(self, shared: Any) -> None:
-        self.shared = shared  # a multiprocessing.Array("d", 1 + WIDTH * lanes): the claim, then the lanes
-        self.lanes = (len(shared) - 1) // self.WIDTH
+        self.shared = shared  # a multiprocessing.Array("d", RunSlot.size(lanes))
+        self.lanes = len(shared) // self.WIDTH
 
     @classmethod
     def size(cls, lanes: int) -> int:
-        """The length of the shared array for ``lanes`` lanes (and, with more than one, the
-        child's main thread, which runs fast jobs itself: its slot is the last)."""
-        return 1 + cls.WIDTH * (lanes + 1 if lanes > 1 else 1)
+        """The length of the shared array for a child of ``lanes`` lanes."""
+        return cls.WIDTH * (lanes + 1 if lanes > 1 else 1)
 
     def _at(self, lane: int, field: int) -> int:
-        return 1 + lane * self.WIDTH + field
+        return lane * self.WIDTH + field
 
-    def running(self, job: FutureJob, claim: int, lane: int = 0) -> None:
+    def running(self, job: FutureJob, lane: int = 0, timeout: float | None = None) -> None:
         with self.shared.get_lock():
             self.shared[self._at(lane, self.JOB)] = float(job.pk)
             self.shared[self._at(lane, self.SINCE)] = time.monotonic()
-            self.shared[self._at(lane, self.TIMEOUT)] = sweep.timeout_of(job)
-            self.shared[0] = float(claim)
-
-    def claiming(self, claim: int) -> None:
-        with self.shared.get_lock():
-            self.shared[0] = float(claim)
+            self.shared[self._at(lane, self.TIMEOUT)] = sweep.timeout_of(job) if timeout is None else timeout
 
     def clear(self, lane: int | None = None) -> None:
         """The run of ``lane`` (None: of every lane) is over."""
@@ -143,7 +137,6 @@ class ParcelRunner:
         size = min(self.batch_size, size + self.prefetch)
         self.claims += 1
         token = f"{self.prefix}/{self.claims}"
-        self.slot.claiming(self.claims)
         now = db_now()
         self.held = []
         jobs = store.claim(now, size, token, self.queues, start=whole, held=self.held)
@@ -180,7 +173,7 @@ class ParcelRunner:
         return len(jobs)
 
     def _before_run(self, job: FutureJob) -> None:
-        self.slot.running(job, self.claims)
+        self.slot.running(job)
 
     def _write(self) -> bool:
         """Settle the parcel's results; False on a database fault (kept for the next try)."""

@@ -214,3 +214,25 @@ def test_a_bad_limits_option__is_reported(given, bad):
 
     found = option_problems("default", {"LIMITS": given})
     assert found and bad in str(found[0]), found
+
+
+def test_a_running_job_paused_by_a_person__keeps_its_place_under_the_limit(register, make_thing, t0):
+    register("test.limited", lambda thing, job: None, limit=prescient.Limit(running=1))
+    for _ in range(2):
+        prescient.schedule(make_thing(), "test.limited", now=t0)
+    [running] = claim(t0, token="tick:a")
+    prescient.pause(job=running.pk)  # its run goes on: it still holds the place
+    assert FutureJob.objects.get(pk=running.pk).state == State.PAUSED
+    assert claim(t0, token="tick:b") == []
+
+
+def test_a_backlog_held_by_a_rate__does_not_hide_another_checks_due_jobs(register, make_thing, t0):
+    register("test.rated", lambda thing, job: None, rate=prescient.Rate(runs=1, per=timedelta(hours=1)))
+    register("test.limited", lambda thing, job: None, limit=prescient.Limit(running=5))
+    for _ in range(60):  # overdue first, in claim order
+        prescient.schedule(make_thing(), "test.rated", now=t0 - timedelta(hours=2))
+    for _ in range(3):
+        prescient.schedule(make_thing(), "test.limited", now=t0)
+    first = claim(t0, size=10, token="tick:a")
+    second = claim(t0, size=10, token="tick:b")
+    assert sorted(job.job_exec for job in first + second) == ["test.limited"] * 3 + ["test.rated"]

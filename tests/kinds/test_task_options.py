@@ -25,7 +25,8 @@ def test_unknown_option__names_it_and_lists_the_known_ones(settings):
     settings.TASKS = {"default": {"BACKEND": BACKEND, "OPTIONS": {"MAX_RETRYS": 3}}}
     [error] = [e for e in check_registry() if e.id == "prescient.E021"]
     assert "MAX_RETRYS" in error.msg
-    assert error.hint == "Known options: MAX_RETRIES, RETRY_DELAY_SECONDS, ROUND_TO_SLOT, TIMEOUT_SECONDS"
+    # LIMITS: the option of limits per task path or queue (#33).
+    assert error.hint == "Known options: LIMITS, MAX_RETRIES, RETRY_DELAY_SECONDS, ROUND_TO_SLOT, TIMEOUT_SECONDS"
 
 
 @pytest.mark.parametrize(

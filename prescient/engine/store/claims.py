@@ -58,17 +58,14 @@ def claim(
     state = State.RUNNING if start else State.RESERVED
     if limits.declared():
         # Jobs under a limit or rate first (the database says which keys have room), then the
-        # others for the rest of the claim; where no limit is declared, none of this is asked.
-        kept = limited.claim(due_order(now, queues), limit, token, state, held)
-        limit -= len(kept)
-        if limit <= 0:
-            return kept
-    else:
-        kept = []
-    jobs = _claim_unlimited(now, limit, token, queues, state, apart=limits.declared())
-    if kept:
-        jobs = sorted([*kept, *jobs], key=lambda job: (-job.priority, job.next_check_at, job.pk))
-    return jobs
+        # others for the rest of the claim, in one transaction: a fault between the two leaves
+        # nothing claimed. Where no limit is declared, none of this is asked.
+        with transaction.atomic():
+            kept = limited.claim(due_order(now, queues), limit, token, state, held)
+            rest = limit - len(kept)
+            jobs = _claim_unlimited(now, rest, token, queues, state, apart=True) if rest > 0 else []
+        return sorted([*kept, *jobs], key=lambda job: (-job.priority, job.next_check_at, job.pk))
+    return _claim_unlimited(now, limit, token, queues, state, apart=False)
 
 
 def _claim_unlimited(

@@ -54,11 +54,14 @@ def claim(
     the seconds after which one of them may have room (a rate's next token)."""
     with transaction.atomic():
         full = limits.keys_at_capacity(limits.in_flight())
+        # Keys with no room, of limits and of rates, are set aside before picking: a backlog
+        # held back must not hide the due jobs of other keys behind it.
+        empty = limits.empty_rates(db_now()) if limits.rates_declared() else []
         candidates = due.exclude(UNLIMITED)
-        if full:
-            if held is not None and candidates.filter(limit_key__in=full).exists():
+        if full or empty:
+            if held is not None and candidates.filter(Q(limit_key__in=full) | Q(rate_key__in=empty)).exists():
                 held.append(LIMIT_RETRY_SECONDS)
-            candidates = candidates.exclude(limit_key__in=full)
+            candidates = candidates.exclude(limit_key__in=full).exclude(rate_key__in=empty)
         if connection.features.has_select_for_update_skip_locked:
             candidates = candidates.select_for_update(skip_locked=True)
         picked = list(candidates.values_list("pk", "limit_key", "rate_key")[: size * LOOK_AHEAD])

@@ -60,8 +60,8 @@ class Command(PrescientCommand):
     def started(self, worker: WorkerProcess) -> None:
         """One line once the worker has registered: who it is and what it runs on (not at -v 0)."""
         queues = "all" if worker.queues is None else ",".join(name or "(checks)" for name in worker.queues)
+        lanes = f"lanes={worker.lanes} " if worker.lanes > 1 else ""  # one lane: as before lanes existed
         self.say(
             f"prescient worker: started name={worker.name} pid={os.getpid()} concurrency={worker.concurrency} "
-            f"lanes={worker.lanes} "
-            f"database={connection.vendor} slot={setting('SLOT_MINUTES')}min queues={queues}"
+            f"{lanes}database={connection.vendor} slot={setting('SLOT_MINUTES')}min queues={queues}"
         )
