@@ -140,3 +140,25 @@ def overlapping(check: str) -> list[str]:
             if first.ended is None or second.started < first.ended:
                 found.append(key)
     return found
+
+
+def run_intervals(folder: Path) -> list[tuple[float, float]]:
+    """The ``(start, end)`` of every run that wrote to ``folder`` (fault.quiet and its kin: one
+    ``start end`` line per run, by the host's monotonic clock, in a file per entity or process)."""
+    found = []
+    for path in folder.iterdir():
+        if path.name.isdigit():
+            for line in path.read_text().splitlines():
+                start, end = line.split()
+                found.append((float(start), float(end)))
+    return found
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    """The most of ``intervals`` that overlap at any instant (an end before a start at a tie)."""
+    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import signal
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -14,29 +13,10 @@ from prescient.models import FutureJob, JobHistory, Worker
 from prescient.states import Outcome, State
 from tests.testapp.models import Thing
 
-from .conftest import children_of, seed, wait_until
+from .conftest import children_of, most_at_once, seed, wait_until
+from .conftest import run_intervals as runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-def runs(folder: Path) -> list[tuple[float, float]]:
-    """The ``(start, end)`` of every run that wrote to ``folder`` (fault.quiet and its kin)."""
-    found = []
-    for path in folder.iterdir():
-        if path.name.isdigit():
-            for line in path.read_text().splitlines():
-                start, end = line.split()
-                found.append((float(start), float(end)))
-    return found
-
-
-def most_at_once(intervals: list[tuple[float, float]]) -> int:
-    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
-    most = now = 0
-    for _, step in events:
-        now += step
-        most = max(most, now)
-    return most
 
 
 @pytest.mark.parametrize("check", ["fault.quiet", "lane.async_quiet"], ids=["sync", "async"])

@@ -17,7 +17,8 @@ from prescient import checks
 from prescient.models import FutureJob, JobHistory
 from tests.testapp.models import Thing
 
-from .conftest import wait_until
+from .conftest import most_at_once, wait_until
+from .conftest import run_intervals as intervals
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -35,25 +36,6 @@ def limited_checks():
     yield
     for name in ("limit.three", "limit.per_status", "rate.five"):
         checks.unregister(name)
-
-
-def intervals(folder: Path) -> list[tuple[float, float]]:
-    found = []
-    for path in folder.iterdir():
-        if path.name.isdigit():
-            for line in path.read_text().splitlines():
-                start, end = line.split()
-                found.append((float(start), float(end)))
-    return found
-
-
-def most_at_once(runs: list[tuple[float, float]]) -> int:
-    events = sorted([(start, 1) for start, _ in runs] + [(end, -1) for _, end in runs], key=lambda e: (e[0], e[1]))
-    most = now = 0
-    for _, step in events:
-        now += step
-        most = max(most, now)
-    return most
 
 
 def seed(count: int, check: str, folder: Path, seconds: float, statuses: tuple[str, ...] = ("open",)) -> None:

@@ -16,8 +16,8 @@ import prescient
 from prescient import checks
 from prescient.models import JobHistory
 from tests.conftest import ROOT, database_env
-from tests.faults.conftest import wait_until
-from tests.faults.test_limits import intervals, most_at_once
+from tests.faults.conftest import most_at_once, wait_until
+from tests.faults.conftest import run_intervals as intervals
 from tests.testapp.models import Thing
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
