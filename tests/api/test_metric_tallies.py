@@ -4,7 +4,6 @@ survive the processes that counted."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from datetime import timedelta
 
@@ -118,13 +117,9 @@ def test_scrape_cost__one_query_for_every_total_however_many_checks(t0):
         for shard in range(SHARDS)
     ]
     MetricTally.objects.bulk_create(rows)  # 9,600 rows: a busy installation's
-    started = time.perf_counter()
     with CaptureQueriesContext(connection) as captured:
         body, _ = exposition(t0)
-    elapsed = time.perf_counter() - started
     tally_queries = [q for q in captured.captured_queries if "prescient_metrictally" in q["sql"]]
     assert len(tally_queries) == 1
     families = {family.name for family in text_string_to_metric_families(body.decode())}
     assert {"prescient_runs", "prescient_run_duration_seconds", "prescient_start_lag_seconds"} <= families
-    print(f"scrape of {len(rows)} tally rows: {elapsed * 1000:.0f} ms")
-    assert elapsed < 2.0  # generous: the bound of a test on a busy machine, not the target
