@@ -103,7 +103,7 @@ class Pool:
         prefix = f"{self.token}/{self._serial}"
         ours, theirs = context.Pipe()
         commands_in, commands_out = context.Pipe(duplex=False)  # the child reads, this process writes
-        shared = context.Array("d", RunSlot.size(self.lanes))
+        shared = context.RawArray("d", RunSlot.size(self.lanes))  # lock-free: see RunSlot
         process = context.Process(
             target=child_main,
             args=(theirs, os.getpid(), self.memory_mb, commands_in, shared, prefix, self.batch_size, self.queues,
