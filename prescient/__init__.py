@@ -34,6 +34,7 @@ from .exceptions import (
     UnknownCheck,
     UnknownParent,
     UnknownWorkflow,
+    WrongKind,
 )
 from .expectations import Expectation, expectation
 from .limits import Limit, Rate
@@ -95,6 +96,7 @@ __all__ = [
     "UnknownCheck",
     "UnknownParent",
     "UnknownWorkflow",
+    "WrongKind",
     "cancel",
     "check",
     "enqueue_after",

@@ -17,7 +17,7 @@ from django.db import models
 
 from . import limits, slots
 from .conf import MINUTES_PER_DAY, setting
-from .exceptions import AlreadyRegistered, UnknownCheck
+from .exceptions import AlreadyRegistered, UnknownCheck, WrongKind
 from .limits import Limit, Rate
 
 if TYPE_CHECKING:
@@ -231,6 +231,21 @@ def get_check(ref: str | Callable[..., Any] | Check) -> Check:
         return _registry[ref]
     except (KeyError, TypeError):
         raise UnknownCheck(ref, _registry) from None
+
+
+def schedulable(ref: str | Callable[..., Any] | Check) -> Check:
+    """The registered check for ``ref``, as :func:`get_check`, that ``schedule()`` may start:
+    an expectation (its name or its handler) is refused (:class:`WrongKind`): its jobs start
+    with ``expect()``, which gives them their rungs; scheduled as a check, its job would fail at
+    every run."""
+    expectation = getattr(ref, "prescient_expectation", None) if callable(ref) else None
+    name = getattr(expectation, "name", None) or get_check(ref).name
+    if expectation is not None or get_check(name).kind == "expectation":
+        raise WrongKind(
+            f"{name!r} is an expectation, not a check: start it for an instance with "
+            f"prescient.expect(instance, {name!r})"
+        )
+    return get_check(ref)
 
 
 def registered() -> Iterator[Check]:

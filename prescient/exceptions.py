@@ -41,6 +41,11 @@ class UnknownCheck(PrescientError, ValueError):
         super().__init__(f"Unknown check {name!r}.{hint}")
 
 
+class WrongKind(PrescientError, ValueError):
+    """A registered name given to the verb of another kind: an expectation's name to
+    ``schedule()`` (its jobs start with ``expect()``), a check's to ``expect()``."""
+
+
 class UnknownWorkflow(PrescientError, LookupError):
     """A workflow name that no job, schedule or earlier pause uses (a typo, most often).
     ``suggestions``: the known names closest to it."""

@@ -25,7 +25,7 @@ from . import checks
 from .calendars import get_calendar
 from .checks import Check
 from .conf import setting
-from .exceptions import AlreadyRegistered, UnknownCheck
+from .exceptions import AlreadyRegistered, UnknownCheck, WrongKind
 
 if TYPE_CHECKING:
     from .retries import ErrorHandler
@@ -166,18 +166,29 @@ def expectation(
 
 
 def get_expectation(ref: str | Callable[..., Any] | Expectation) -> Expectation:
-    """The registered expectation for a name or a decorated function; UnknownCheck otherwise."""
+    """The registered expectation for a name or a decorated function; WrongKind for a check's
+    (it is started with ``schedule()``), UnknownCheck otherwise."""
     if isinstance(ref, Expectation):
         return ref
     if callable(ref):
         entry = getattr(ref, "prescient_expectation", None)
         if isinstance(entry, Expectation) and _registry.get(entry.name) is entry:
             return entry
-        raise UnknownCheck(checks._identity(ref), _registry)
+        name = getattr(getattr(ref, "prescient_check", None), "name", None)
+    else:
+        if isinstance(ref, str) and ref in _registry:
+            return _registry[ref]
+        name = ref
     try:
-        return _registry[ref]
-    except (KeyError, TypeError):
-        raise UnknownCheck(ref, _registry) from None
+        check = checks.get_check(name) if isinstance(name, str) else None
+    except UnknownCheck:
+        check = None
+    if check is not None and check.kind != KIND:
+        raise WrongKind(
+            f"{check.name!r} is a {check.kind}, not an expectation: "
+            f"schedule it with prescient.schedule(instance, {check.name!r})"
+        )
+    raise UnknownCheck(checks._identity(ref) if callable(ref) else ref, _registry)
 
 
 def registered() -> Iterator[Expectation]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
-from prescient.checks import Check, get_check
+from prescient.checks import Check, schedulable
 from prescient.engine import recurring as engine
 from prescient.engine.verbs import entity_ref
 from prescient.exceptions import InvalidSchedule, PrescientError
@@ -73,7 +73,7 @@ def task_spec(name: str, task: Any, args: Any = (), kwargs: Any = None, **timing
 def check_spec(name: str, check: str | Callable[..., Any] | Check, entity: Any, **timing: Any) -> Spec:
     """The Spec of a schedule that starts ``check`` on ``entity``."""
     try:
-        entry = get_check(check)
+        entry = schedulable(check)  # an expectation's name: refused, naming expect()
     except PrescientError as exc:
         raise InvalidSchedule(str(exc)) from None
     if entry.kind != "check":

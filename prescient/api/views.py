@@ -21,10 +21,18 @@ from ninja.params import functions as params
 from ninja.parser import Parser
 
 from .. import __version__
-from ..checks import Check, get_check
+from ..checks import Check, schedulable
 from ..conf import setting, stale_after_seconds
 from ..engine import verbs, workflows
-from ..exceptions import InvalidDependency, InvalidTime, UnknownCheck, UnknownParent, closest, did_you_mean
+from ..exceptions import (
+    InvalidDependency,
+    InvalidTime,
+    UnknownCheck,
+    UnknownParent,
+    WrongKind,
+    closest,
+    did_you_mean,
+)
 from ..models import FutureJob, JobHistory, Worker
 from ..states import State
 from . import errors
@@ -128,8 +136,11 @@ def _fresh(pk: int) -> FutureJob:
 
 
 def _registered(name: str, principal: Principal) -> Check:
+    """The check ``name`` names, that a job may be scheduled for (an expectation's is refused)."""
     try:
-        return get_check(name)
+        return schedulable(name)
+    except WrongKind as exc:
+        raise invalid("check", str(exc)) from None
     except UnknownCheck as exc:
         # Only names the caller may act on are suggested: a scoped token learns no others.
         scope = principal.scope()

@@ -16,7 +16,7 @@ from typing import Any
 from django.db import IntegrityError, models, transaction
 
 from prescient import limits
-from prescient.checks import Check, get_check
+from prescient.checks import Check, get_check, schedulable
 from prescient.exceptions import ImmutableField, InvalidEntity
 from prescient.exceptions import JobNotFound as JobNotFound  # re-exported: it used to live here
 from prescient.models import FutureJob
@@ -49,7 +49,7 @@ def schedule_job(
     now: datetime | None = None,
 ) -> tuple[FutureJob, bool]:
     """Like :func:`schedule`, also saying whether the job was created (True) or existed."""
-    entry = get_check(check)
+    entry = schedulable(check)
     entity_name, entity_key = entity_ref(entity, entry)
     now = _now(now)
     first = entry.spread_at(due_time(entry, now, at, delay), entity_name, entity_key)
@@ -170,7 +170,7 @@ def schedule_many(
     called after each batch. ``after`` and ``on_parent_failure``: as for :func:`schedule`, for
     every job created.
     """
-    entry = get_check(check)
+    entry = schedulable(check)
     now = _now(now)
     first = due_time(entry, now, at, delay)
     workflow = workflow or ""

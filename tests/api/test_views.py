@@ -232,6 +232,14 @@ def test_create__bad_input_is_a_400_naming_the_field(api, thing, odd_checks, cha
     assert not FutureJob.objects.exists()
 
 
+def test_create__an_expectations_name_is_a_400_naming_expect(api, thing, declare):
+    """One name, one kind (issue #34): an expectation's jobs start with expect()."""
+    declare()
+    response = api.post("tasks", task_body(thing, check="test.expect"))
+    assert_error(response, 400, ["check"], "is an expectation, not a check: start it .* prescient.expect")
+    assert not FutureJob.objects.exists()
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [

@@ -12,7 +12,7 @@ from django.core.management.base import CommandError, CommandParser
 from django.db import models
 from django.db.models.functions import Cast
 
-from prescient.checks import get_check
+from prescient.checks import schedulable
 from prescient.engine.verbs import schedule_many
 from prescient.exceptions import PrescientError
 from prescient.models import FutureJob
@@ -87,7 +87,7 @@ class Command(PrescientCommand):
         if options["workflow"]:
             known_workflow(options["workflow"], create=options["create"])  # a typo must not make one
         try:
-            entry = get_check(options["check"])
+            entry = schedulable(options["check"])
         except PrescientError as exc:
             raise CommandError(str(exc)) from exc
         label = options["model"].strip().lower()

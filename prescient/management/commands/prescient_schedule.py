@@ -9,7 +9,7 @@ from django.core.management.base import CommandError, CommandParser
 from django.db import models
 from django.utils import timezone
 
-from prescient.checks import get_check
+from prescient.checks import schedulable
 from prescient.engine.verbs import due_time, entity_ref, schedule_job
 from prescient.exceptions import PrescientError
 from prescient.models import FutureJob
@@ -68,7 +68,7 @@ class Command(ExamplesCommand):
         now = options["now"] or timezone.now()
         delay = None if options["delay_seconds"] is None else timedelta(seconds=options["delay_seconds"])
         try:
-            entry = get_check(options["check"])
+            entry = schedulable(options["check"])
             entity = instance(*options["entity"])
             name, key = entity_ref(entity, entry)
             if options["dry_run"]:
