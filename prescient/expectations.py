@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.apps import apps
+from django.core.exceptions import FieldError
 from django.db import models
 from django.db.models import Q
 
@@ -75,13 +76,28 @@ class Expectation:
         calendar = get_calendar(name)
         return [calendar.add(start, offset) for offset in self.ladder]
 
+    def met_problem(self, model: type[models.Model]) -> str | None:
+        """Why ``met`` (a Q) cannot be asked of ``model``'s rows (a field or lookup it does not
+        have), or None. The Q is compiled, nothing is sent to the database."""
+        if not isinstance(self.met, Q):
+            return None
+        try:
+            model._default_manager.filter(self.met)
+        except (FieldError, ValueError, TypeError) as exc:
+            return f"Expectation {self.name!r}: its met {self.met!r} cannot be asked of {self.model_label}: {exc}"
+        return None
+
     def problems(self) -> list[str]:
         """What is wrong with the declaration (for ``manage.py check``): the model, the ladder."""
         found = []
         try:
-            apps.get_model(self.model_label)
+            model = apps.get_model(self.model_label)
         except LookupError:
             found.append(f"Expectation {self.name!r} names model {self.model_label!r}, which is not installed")
+        else:
+            problem = self.met_problem(model)
+            if problem:
+                found.append(problem)
         if not self.ladder:
             found.append(f"Expectation {self.name!r} has an empty ladder")
         elif list(self.ladder) != sorted(set(self.ladder)) or self.ladder[0] < timedelta(0):

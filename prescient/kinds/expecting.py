@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from django.apps import apps
+from django.core.exceptions import FieldError
 from django.db import IntegrityError, models, transaction
 from django.db.models import Exists, Q
 from django.db.models.signals import post_delete, post_save
@@ -104,11 +105,17 @@ def end_pending(instance: models.Model, *, deleted: bool, now: datetime | None =
     if not entries or instance.pk is None:
         return 0
     asked: dict[str, Exists] = {}
+    #: Expectations whose met cannot be asked at this save: judged at their rung instead.
+    unjudged: set[str] = set()
     if not deleted:
         manager = type(instance)._default_manager
         for index, entry in enumerate(entries.values()):
             if isinstance(entry.met, Q):
-                asked[f"met_{index}"] = Exists(manager.filter(entry.met, pk=instance.pk))
+                try:
+                    asked[f"met_{index}"] = Exists(manager.filter(entry.met, pk=instance.pk))
+                except (FieldError, ValueError, TypeError) as exc:  # E032 says so; never the host's save
+                    _cannot_judge(entry, exc)
+                    unjudged.add(entry.name)
     rows = FutureJob.objects.filter(entity_name=label, entity_key=str(instance.pk), job_exec__in=list(entries))
     pending = list(rows.annotate(**asked).values("job_exec", *asked))
     if not pending:
@@ -119,9 +126,19 @@ def end_pending(instance: models.Model, *, deleted: bool, now: datetime | None =
         name = row["job_exec"]
         entry = entries[name]
         if not deleted:
-            flag = f"met_{list(entries).index(name)}"
-            if not (row[flag] if flag in row else entry.met_by(instance)):
+            if name in unjudged:
                 continue
+            flag = f"met_{list(entries).index(name)}"
+            if flag in row:
+                if not row[flag]:
+                    continue
+            else:
+                try:
+                    if not entry.met_by(instance):  # a callable met, on the instance as saved
+                        continue
+                except Exception as exc:  # the host's own code: never breaks its save
+                    _cannot_judge(entry, exc)
+                    continue
         with transaction.atomic():
             job = FutureJob.objects.select_for_update().filter(
                 entity_name=label, entity_key=str(instance.pk), job_exec=name
@@ -134,6 +151,24 @@ def end_pending(instance: models.Model, *, deleted: bool, now: datetime | None =
             store.end(job, Event.CANCEL, outcome, "deleted" if deleted else "met at save", now)
             ended += 1
     return ended
+
+
+#: The expectations whose met could not be judged at a save, already logged by this process.
+_logged: set[str] = set()
+
+
+def _cannot_judge(entry: Expectation, exc: BaseException) -> None:
+    """``entry``'s met could not be judged at a save: logged once per process (a broken met
+    would otherwise log at every save); the pending job is judged at its next rung, where a
+    met that still fails is a failed run of the job, not of the host's save."""
+    if entry.name in _logged:
+        return
+    _logged.add(entry.name)
+    logger.error(
+        "expectation %s: its met could not be judged at a save of %s (%s: %s); its jobs are judged at "
+        "their rungs. manage.py check reports it (prescient.E032).", entry.name, entry.model_label,
+        type(exc).__name__, exc,
+    )
 
 
 def _saved(sender: type[models.Model], instance: models.Model, raw: bool = False, **kwargs: Any) -> None:
