@@ -96,6 +96,11 @@ def climb(expectation: Expectation, instance: models.Model, job: FutureJob, step
     return None
 
 
+def judge(expectation: Expectation, instance: models.Model) -> str | None:
+    """``met`` asked now, and nothing climbed: :data:`MET` when met, None otherwise."""
+    return MET if expectation.met_by(instance) else None
+
+
 class ExpectationKind(JobKind):
     """Jobs of ``@prescient.expectation`` declarations, each about one model instance."""
 
@@ -154,6 +159,8 @@ class ExpectationKind(JobKind):
         rungs = rungs_of(job) or expectation.rungs(context.instance, job.created_at)
         step = step_of(job) + 1
         label = f"{expectation.name}[{job.entity_name}#{job.entity_key}] rung {step}"
+        if step <= len(rungs) and now < rungs[step - 1]:
+            return self._early(job, expectation, check, context, rungs[step - 1], label, now)
         args = (expectation, context.instance, job, step, context.met is None)
         result = runner.call(climb, args, check.timeout, label)
         decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
@@ -175,6 +182,28 @@ class ExpectationKind(JobKind):
         decision.event = Event.RESCHEDULE
         decision.next_check_at = slots.next_check(rungs[step], now, int(setting("SLOT_MINUTES")))
         return decision
+
+    def _early(
+        self, job: FutureJob, expectation: Expectation, check: Check, context: Rung, rung: datetime, label: str,
+        now: datetime,
+    ) -> Decision:
+        """A run before its rung's time (run now, from the admin, the API or a command): ``met``
+        is judged now and nothing is climbed; not met, the job waits for its rung."""
+        if context.met is None:  # a callable met, asked under the job's timeout
+            result = runner.call(judge, (expectation, context.instance), check.timeout, f"{label} (early)")
+            back = runner.handed_back(job, result, now)
+            if back is not None:
+                return back
+            decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
+            if result.failed:
+                return failure(decision, check, result.error, now, exception=result.exception,
+                               exception_path=result.exception_path, traceback=result.traceback)
+            if result.value == MET:
+                mark_met(job, now)
+                decision.outcome = Outcome.MET
+                return decision
+        return Decision(job=job, event=Event.RESCHEDULE,
+                        next_check_at=slots.next_check(rung, now, int(setting("SLOT_MINUTES"))))
 
     def describe(self, row: FutureJob | JobHistory) -> str:
         return f"{row.entity_name}#{row.entity_key} · {ladder_text(row)}"
