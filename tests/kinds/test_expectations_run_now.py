@@ -1,7 +1,8 @@
 """Run now on an expectation judges met now and does not climb (issue #34, item 4): before, the
 admin's Run now button called the handler with step 1 hours before rung 1 (the escalation fired
 early). A run before its rung's time asks met; met, the job ends ``met`` (with ``met_at``); not
-met, nothing is called and the job waits for its rung, which then climbs as it always did."""
+met, nothing is called and the job waits for its rung, which then climbs as it always did. And a
+save that meets while a rung is in flight keeps its met_at on the history row."""
 
 from __future__ import annotations
 
@@ -73,3 +74,20 @@ def test_run_now_before_its_rung__a_callable_met_is_asked(declare, make_thing):
     prescient.tick(T0 + 2 * H)
     assert calls == [] and not FutureJob.objects.filter(pk=job.pk).exists()
     assert JobHistory.objects.get(entity_key=str(thing.pk), job_exec="test.callable").outcome == Outcome.MET
+
+
+def test_a_save_that_meets_while_a_rung_runs__ends_it_met_with_met_at(declare, make_thing):
+    """Issue #34, item 4: the job ended met but its history had no met_at."""
+
+    def ship_during_the_rung(thing: Thing, job: FutureJob, step: int) -> None:
+        thing.status = "shipped"
+        thing.save()  # the job is in flight: its end is requested, for when the rung returns
+
+    declare(handler=ship_during_the_rung)
+    thing = make_thing()
+    job = prescient.expect(thing, "test.expect", now=T0)
+    assert job is not None
+    prescient.tick(T0 + 3 * H)
+    row = JobHistory.objects.get(entity_key=str(thing.pk), job_exec="test.expect")
+    assert row.outcome == Outcome.MET
+    assert row.payload.get("met_at"), row.payload

@@ -222,10 +222,13 @@ def _settle_locked(
             tally.run(decision.job, DISCARDED, decision)
             logger.warning("job id=%s lost its reservation during the run; result discarded", decision.job.pk)
             continue
+        met_at = job.payload.get("met_at") if isinstance(job.payload, dict) else None
         _count_run(job, decision)
         event, outcome, due = decision.event, decision.outcome, decision.next_check_at
         if job.end_requested:
             event, outcome = Event.FINISH, job.end_requested
+            if met_at and outcome == Outcome.MET and isinstance(job.payload, dict):
+                job.payload = {**job.payload, "met_at": met_at}  # met by a save during the run
         elif job.sleep_until is not None:  # slept during the run: its result is discarded
             event, due = Event.SLEEP, job.sleep_until
         try:
