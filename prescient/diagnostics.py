@@ -118,7 +118,8 @@ CALENDAR_MALFORMED = Diagnostic(
 )
 EXPECTATION_MALFORMED = Diagnostic(
     "prescient.E032", ERROR, "an expectation names a model that is not installed or a calendar not in "
-    "`CALENDARS`, or its ladder is empty, not rising, or beyond the horizon",
+    "`CALENDARS`, its `met` Q names a field or lookup its model does not have, or its ladder is empty, not "
+    "rising, or beyond the horizon",
     "fix the declaration, or raise `HORIZON_DAYS` (or its `horizon_days`)",
 )
 

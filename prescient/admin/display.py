@@ -27,6 +27,7 @@ from prescient.checks import registered
 from prescient.engine.kind import UnknownKind, get_kind
 from prescient.models import FutureJob, JobHistory, Workflow
 from prescient.states import Outcome, State
+from prescient.wording import when_text
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldsetSpec
@@ -83,8 +84,7 @@ def when(value: datetime | None) -> str:
     """A datetime as the admin shows one (local time, localized)."""
     if value is None:
         return "-"
-    # template_localtime exists in django.utils.timezone; django-stubs does not declare it.
-    return str(formats.localize(timezone.template_localtime(value)))  # type: ignore[attr-defined]
+    return when_text(value)
 
 
 def entity_cell(site: admin.AdminSite, row: FutureJob | JobHistory) -> str:

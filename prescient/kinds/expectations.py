@@ -42,6 +42,7 @@ from prescient.expectations import KIND, Expectation, get_expectation, registere
 from prescient.models import FutureJob, JobHistory
 from prescient.signals import expectation_missed
 from prescient.states import Event, Outcome
+from prescient.wording import counted, when_text
 
 from .checks import load_entities
 from .links import entity_link
@@ -219,16 +220,25 @@ class ExpectationKind(JobKind):
 
 
 def ladder_text(row: FutureJob | JobHistory) -> str:
-    """The ladder in words: rungs reached, the next one; met or missed once ended."""
+    """The ladder in words: rungs reached, the next one; met or missed once ended. Times in the
+    site's time zone, as the admin shows every other time."""
     rungs, step = rungs_of(row), step_of(row)
     reached = f"rung {step} of {len(rungs)} reached"
     if isinstance(row, JobHistory):
         payload = row.payload if isinstance(row.payload, dict) else {}
         if row.outcome == Outcome.MET:
-            return f"met at {payload.get('met_at') or row.finished_at.isoformat()}, after {step} of {len(rungs)} rungs"
+            met_at = _time(payload.get("met_at")) or row.finished_at
+            return f"met at {when_text(met_at)}, after {step} of {counted(len(rungs), 'rung')}"
         if row.outcome == Outcome.MISSED:
-            return f"missed: all {len(rungs)} rungs reached"
+            return "missed: the one rung reached" if len(rungs) == 1 else f"missed: all {len(rungs)} rungs reached"
         return f"{row.outcome}, {reached}"
     if step < len(rungs):
-        return f"{reached}; next {rungs[step].isoformat()}"
+        return f"{reached}; next {when_text(rungs[step])}"
     return reached
+
+
+def _time(value: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None

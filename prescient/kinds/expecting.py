@@ -148,9 +148,9 @@ def end_pending(instance: models.Model, *, deleted: bool, now: datetime | None =
             outcome = Outcome.ENTITY_MISSING if deleted else Outcome.MET
             if outcome == Outcome.MET:
                 mark_met(job, now)
-            done = store.end(job, Event.CANCEL, outcome, "deleted" if deleted else "met at save", now)
-            if done == "requested" and outcome == Outcome.MET:  # a rung in flight: met when it returns
-                job.save(update_fields=["payload"])  # with its met_at, which the settle keeps
+            # A rung in flight: the job ends met when it returns, with this met_at (the store
+            # writes the payload beside the request).
+            store.end(job, Event.CANCEL, outcome, "deleted" if deleted else "met at save", now)
             ended += 1
     return ended
 

@@ -94,7 +94,9 @@ def end(job: FutureJob, event: str, outcome: str, reason: str, now: datetime) ->
     states.target(job, event)
     if job.in_flight and job.state != State.RESERVED:  # a reserved job's code never runs: ended now
         job.end_requested, job.end_reason = outcome, reason
-        job.save(update_fields=["end_requested", "end_reason"])
+        # With the payload as the caller left it (an expectation met at a save: its met_at,
+        # which the settle keeps); the run's own changes are in its worker until it settles.
+        job.save(update_fields=["end_requested", "end_reason", "payload"])
         notify_stop()
         logger.info("job id=%s %s requested while its run is in flight", job.pk, outcome)
         return "requested"

@@ -6,6 +6,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from prescient.status import snapshot
+from prescient.wording import offset_text
 
 from ._args import PrescientCommand, aware_datetime
 
@@ -42,7 +43,7 @@ class Command(PrescientCommand):
         if status.expectations:
             write(f"expectations: {len(status.expectations)} (met / missed in the past 24 hours)")
         for e in status.expectations:
-            ladder = ", ".join(f"{seconds / 3600:g}h" for seconds in e.ladder_seconds)
+            ladder = ", ".join(offset_text(seconds) for seconds in e.ladder_seconds)
             calendar = f" calendar={e.calendar}" if e.calendar else ""
             write(
                 f"  {e.name}  model={e.model} ladder=[{ladder}]{calendar} "
