@@ -10,6 +10,8 @@ from django.db import models
 
 from .. import limits
 from ..clock import db_now
+from ..expectations import KIND as EXPECTATION
+from ..kinds.expectations import rungs_of, step_of
 from ..models import FutureJob, JobHistory, JobLink
 from .errors import invalid
 
@@ -44,6 +46,8 @@ def task_out(job: FutureJob, links: Links | None = None, held: dict[int, str] | 
     return {
         "id": job.pk,
         "check": job.job_exec,
+        "kind": job.kind,
+        "ladder": _ladder(job),
         "entity": {"model": job.entity_name, "key": job.entity_key},
         "workflow": job.workflow,
         "state": job.state,
@@ -78,6 +82,8 @@ def history_out(row: JobHistory, links: Links | None = None) -> dict[str, Any]:
         "id": row.pk,
         "job_id": row.job_id,
         "check": row.job_exec,
+        "kind": row.kind,
+        "ladder": _ladder(row),
         "entity": {"model": row.entity_name, "key": row.entity_key},
         "workflow": row.workflow,
         "outcome": row.outcome,
@@ -94,6 +100,14 @@ def history_out(row: JobHistory, links: Links | None = None) -> dict[str, Any]:
         "parents": parents,
         "children": children,
     }
+
+
+def _ladder(row: FutureJob | JobHistory) -> dict[str, Any] | None:
+    """An expectation's rungs, step and met_at, as its payload keeps them."""
+    if row.kind != EXPECTATION:
+        return None
+    payload = row.payload if isinstance(row.payload, dict) else {}
+    return {"rungs": rungs_of(row), "step": step_of(row), "met_at": payload.get("met_at")}
 
 
 def tasks_out(jobs: list[FutureJob]) -> list[dict[str, Any]]:

@@ -247,11 +247,21 @@ class EntityOut(Schema):
     key: str
 
 
+class LadderOut(Schema):
+    """Where an expectation's job stands on its ladder."""
+
+    rungs: list[datetime] = Field(description="Its rungs' times, fixed when it was expected.")
+    step: int = Field(description="Rungs climbed so far (handlers called).")
+    met_at: datetime | None = Field(description="When it was met (null unless it ended `met`).")
+
+
 class Task(Schema):
     """A pending job (it leaves the live table, for the history, when it ends)."""
 
     id: int
     check: str
+    kind: str = Field(description="`check`, `expectation` or `task`.")
+    ladder: LadderOut | None = Field(description="An expectation's rungs and step (null for other kinds).")
     entity: EntityOut
     workflow: str
     state: State
@@ -298,6 +308,8 @@ class HistoryEntry(Schema):
     id: int
     job_id: int
     check: str
+    kind: str = Field(description="`check`, `expectation` or `task`.")
+    ladder: LadderOut | None = Field(description="An expectation's rungs, step and `met_at` (null for other kinds).")
     entity: EntityOut
     workflow: str
     outcome: Outcome

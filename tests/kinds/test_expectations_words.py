@@ -1,6 +1,7 @@
 """How an expectation is worded (issue #34, item 6): rungs in the site's time zone as every other
 time, not ISO UTC with microseconds; no check counters on expectation jobs (their ladder is their
-bound); plurals; ladder offsets as ``10m``/``3h``/``1d`` in ``prescient_status``."""
+bound); plurals; ladder offsets as ``10m``/``3h``/``1d`` in ``prescient_status``; the API's job and
+history entries carry their kind and an expectation's rungs, step and ``met_at``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import prescient
 from prescient.kinds.expectations import ladder_text
 from prescient.models import FutureJob, JobHistory
 from prescient.wording import counted, offset_text
+from tests.api.test_views import Api, make_token, make_user
 from tests.conftest import T0
 
 pytestmark = pytest.mark.django_db
@@ -77,3 +79,21 @@ def test_prescient_status__words_the_ladder_as_offsets(declare):
     out = StringIO()
     call_command("prescient_status", stdout=out)
     assert "test.words  model=testapp.thing ladder=[10m, 3h, 1d]" in out.getvalue()
+
+
+def test_the_api__carries_kind_rungs_step_and_met_at(declare, make_thing):
+    declare()
+    waiting, met = make_thing(), make_thing()
+    prescient.expect(waiting, "test.expect", now=T0)
+    prescient.expect(met, "test.expect", now=T0)
+    met.status = "shipped"
+    met.save()
+    api = Api(make_token(make_user()))
+    [job] = api.get("tasks").json()["items"]
+    assert job["kind"] == "expectation"
+    assert job["ladder"]["step"] == 0 and len(job["ladder"]["rungs"]) == 3 and job["ladder"]["met_at"] is None
+    [row] = api.get("history").json()["items"]
+    assert row["kind"] == "expectation" and row["ladder"]["met_at"]
+    prescient.schedule(make_thing(), "test.record", now=T0)
+    checks = [item for item in api.get("tasks").json()["items"] if item["kind"] == "check"]
+    assert checks and checks[0]["ladder"] is None
