@@ -50,7 +50,7 @@ if TYPE_CHECKING:
         schedule_many,
         sleep,
     )
-    from .kinds.expecting import expect
+    from .kinds.expecting import expect, recheck
     from .runtime.tick import tick
     from .schedules import periodic, recurring, stop_recurring
     from .tasks import enqueue_after
@@ -70,6 +70,7 @@ _LAZY = {
     "sleep": "engine.verbs",
     "enqueue_after": "tasks",
     "expect": "kinds.expecting",
+    "recheck": "kinds.expecting",
     "tick": "runtime.tick",
     "recurring": "schedules",
     "stop_recurring": "schedules",
@@ -107,6 +108,7 @@ __all__ = [
     "kill",
     "pause",
     "periodic",
+    "recheck",
     "recurring",
     "release",
     "run_now",

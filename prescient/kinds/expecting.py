@@ -12,13 +12,15 @@ no signal: the next rung finds the instance met and ends the job ``met``, its ha
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
 from django.apps import apps
 from django.core.exceptions import FieldError
 from django.db import IntegrityError, models, transaction
-from django.db.models import Exists, Q
+from django.db.models import Exists, Q, QuerySet
 from django.db.models.signals import post_delete, post_save
 
 from prescient import slots
@@ -60,7 +62,10 @@ def expect(
     existing = FutureJob.objects.filter(**key).first()
     if existing is not None:
         return existing
-    if entry.met_by(instance):
+    # Met as the database has the row, for a Q and a callable alike (a callable is given the
+    # row read again, not the instance in memory, which may hold unsaved changes).
+    judged = instance if isinstance(entry.met, Q) else type(instance)._default_manager.filter(pk=instance.pk).first()
+    if judged is not None and entry.met_by(judged):
         return None
     rungs = entry.rungs(instance, start)
     if not rungs:
@@ -171,6 +176,48 @@ def _cannot_judge(entry: Expectation, exc: BaseException) -> None:
         "their rungs. manage.py check reports it (prescient.E032).", entry.name, entry.model_label,
         type(exc).__name__, exc,
     )
+
+
+def recheck(instances: QuerySet[Any] | Iterable[models.Model], *, now: datetime | None = None) -> int:
+    """Judge ``met`` now for each of ``instances`` (a queryset or model instances) that has a
+    pending expectation, as a save would have: for writes no save saw (``bulk_update()``, raw
+    SQL, a related row that makes a join Q true). Returns how many jobs ended ``met``.
+
+    One query finds which of them have pending expectations (by the live table's entity index);
+    each that has is then judged as at a save, in its own transaction.
+    """
+    if isinstance(instances, QuerySet):
+        groups: dict[type[models.Model], Any] = {instances.model: instances}
+    else:
+        groups = defaultdict(list)
+        for instance in instances:
+            groups[type(instance)].append(instance)
+    ended = 0
+    for model, members in groups.items():
+        label = model._meta.label_lower
+        names = [entry.name for entry in of_model(label)]
+        if not names:
+            continue
+        pending = set(
+            FutureJob.objects.filter(entity_name=label, job_exec__in=names).values_list("entity_key", flat=True)
+        )
+        if not pending:
+            continue
+        if isinstance(members, QuerySet):
+            found: Iterable[models.Model] = (
+                instance for chunk in _chunks(sorted(pending), 500) for instance in members.filter(pk__in=chunk)
+            )
+        else:
+            found = [instance for instance in members if str(instance.pk) in pending]
+        for instance in found:
+            with transaction.atomic():
+                ended += end_pending(instance, deleted=False, now=now)
+    return ended
+
+
+def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
+    for first in range(0, len(items), size):
+        yield items[first:first + size]
 
 
 def _saved(sender: type[models.Model], instance: models.Model, raw: bool = False, **kwargs: Any) -> None:
