@@ -14,7 +14,7 @@ from prescient.models import FutureJob, JobHistory
 from prescient.states import Outcome
 
 from .. import bulk
-from . import links
+from . import events, links
 from .tallies import count_endings
 from .wake import notify
 
@@ -22,11 +22,13 @@ logger = logging.getLogger("prescient.engine")
 
 
 def _insert_history(rows: list[JobHistory]) -> None:
-    """Insert the history rows of jobs that end, and count their outcomes for the metrics."""
+    """Insert the history rows of jobs that end, count their outcomes for the metrics, and
+    announce them once the transaction commits (:mod:`prescient.signals`)."""
     if rows:
         fields = bulk.insert_fields(JobHistory)
         bulk.insert_rows(JobHistory, bulk.prep_all(rows, fields, add=True), fields)
         count_endings(rows)
+        events.announce(rows)
 
 
 def end_jobs(
