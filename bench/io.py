@@ -66,7 +66,9 @@ class Progress(threading.Thread):
                 if time.monotonic() - looked > 0.5:  # reading /proc costs: twice a second
                     looked = time.monotonic()
                     self.rss = max(self.rss, rss_mb(self.pid))
-                time.sleep(0.1)  # a count scans the table: often enough for a rate over seconds, rare enough to cost little
+                # A count scans the table: often enough for a rate over seconds, rarely enough to
+                # take little from the worker measured.
+                time.sleep(0.1)
         finally:
             connection.close()
 

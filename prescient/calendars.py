@@ -93,6 +93,22 @@ class Calendar:
         )
 
 
+def worst_case(calendar: Calendar, offset: timedelta, since: datetime, days: int = 366) -> tuple[timedelta, datetime]:
+    """The longest wall-clock time ``offset`` of open time takes in ``calendar`` from a start
+    within ``days`` days of ``since``, and that start. Starts are tried at each open period's
+    closing time (the worst moment: no open time until the next opening) and at each midnight."""
+    worst, worst_start = timedelta(0), since
+    day = since.astimezone(calendar.zone).date()
+    for _ in range(days):
+        starts = [calendar._at(day, 0), *(closes for _, closes in calendar.open_periods(day))]
+        for start in starts:
+            took = calendar.add(start, offset) - start
+            if took > worst:
+                worst, worst_start = took, start
+        day += timedelta(days=1)
+    return worst, worst_start
+
+
 @lru_cache(maxsize=64)
 def _public_holidays(country: str, year: int) -> frozenset[date]:
     try:

@@ -119,7 +119,7 @@ CALENDAR_MALFORMED = Diagnostic(
 EXPECTATION_MALFORMED = Diagnostic(
     "prescient.E032", ERROR, "an expectation names a model that is not installed or a calendar not in "
     "`CALENDARS`, its `met` Q names a field or lookup its model does not have, or its ladder is empty, not "
-    "rising, or beyond the horizon",
+    "rising, or beyond the horizon (counted in its calendar's open time: at worst, over the coming year)",
     "fix the declaration, or raise `HORIZON_DAYS` (or its `horizon_days`)",
 )
 

@@ -21,9 +21,10 @@ from django.apps import apps
 from django.core.exceptions import FieldError
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from . import checks
-from .calendars import get_calendar
+from .calendars import CalendarError, get_calendar, worst_case
 from .checks import Check
 from .conf import setting
 from .exceptions import AlreadyRegistered, UnknownCheck, WrongKind
@@ -112,6 +113,33 @@ class Expectation:
             )
         if isinstance(self.calendar, str) and self.calendar not in (setting("CALENDARS") or {}):
             found.append(f"Expectation {self.name!r} names calendar {self.calendar!r}, not in PRESCIENT['CALENDARS']")
+        elif self.ladder and self.definition is not None and self.calendar is not None:
+            found.extend(self._calendar_problems(self.definition.horizon))
+        return found
+
+    def _calendar_problems(self, horizon: timedelta) -> list[str]:
+        """Whether the last rung, counted in open time, can fall beyond the horizon in the coming
+        year, in its calendar (a callable's: each calendar of ``CALENDARS`` it may pick): the
+        worst case is a start at a closing time before the longest closure (a weekend, holidays)."""
+        names = [self.calendar] if isinstance(self.calendar, str) else list(setting("CALENDARS") or {})
+        found = []
+        for name in names:
+            try:
+                calendar = get_calendar(name)
+            except Exception:  # a malformed calendar: prescient.E031 says what is wrong with it
+                continue
+            try:
+                worst, start = worst_case(calendar, self.ladder[-1], timezone.now())
+            except CalendarError as exc:  # no open time for weeks: the ladder cannot be counted
+                found.append(f"Expectation {self.name!r}: its ladder cannot be counted in calendar {name!r}: {exc}")
+                continue
+            if worst > horizon:
+                found.append(
+                    f"Expectation {self.name!r}: in calendar {name!r} its last rung ({self.ladder[-1]} of open time) "
+                    f"falls up to {worst.days} days {worst.seconds // 3600} hours after its start (started "
+                    f"{start.isoformat()}), beyond the horizon ({horizon.days} days; raise HORIZON_DAYS or the "
+                    "expectation's horizon_days, or shorten the ladder)"
+                )
         return found
 
 

@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.test import override_settings
 
 import prescient
-from prescient.calendars import CalendarError, get_calendar, parse, problems
+from prescient.calendars import CalendarError, get_calendar, parse, problems, worst_case
 from tests.testapp.models import Thing
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -130,3 +130,46 @@ def test_expect__a_callable_picks_each_instances_calendar(declare):
     assert in_berlin.next_check_at == berlin(2026, 11, 27, 12, 0)
     assert in_tokyo.next_check_at == datetime(2026, 11, 30, 10, 0, tzinfo=ZoneInfo("Asia/Tokyo"))
     assert in_tokyo.payload["calendar"] == "tokyo"
+
+
+# --- a ladder counted in open time, against the horizon (issue #34, item 2) ------------------------
+
+
+def e032(name: str) -> list[str]:
+    from prescient.engine.kind import get_kind
+
+    return [e.msg for e in get_kind("expectation").system_checks() if name in e.msg and e.id == "prescient.E032"]
+
+
+def test_worst_case__a_start_at_friday_close_waits_out_the_weekend():
+    calendar = get_calendar("support")  # 09:00-17:00 Monday to Friday, Berlin
+    worst, start = worst_case(calendar, 8 * H, berlin(2026, 11, 23, 12, 0), days=14)
+    # Started at a Friday's 17:00, 8 open hours end on Monday at 17:00: 3 days later.
+    assert worst == timedelta(days=3) and start.astimezone(ZoneInfo("Europe/Berlin")).weekday() == 4
+
+
+@pytest.mark.django_db
+def test_system_checks__a_business_ladder_that_can_outrun_the_horizon_is_E032(declare):
+    # 15 working days of 8 hours (120 hours: 5 days on the wall clock, within a 20 days'
+    # horizon) take at least 21 days from a Friday's close, every year; more with holidays.
+    declare("test.long", calendar="support-de", ladder=[8 * H, 120 * H], horizon_days=20)
+    [message] = e032("test.long")
+    assert "support-de" in message and "beyond the horizon (20 days" in message
+    # 5 working days: a week, 11 days at most over Christmas and New Year.
+    declare("test.fits", calendar="support-de", ladder=[8 * H, 40 * H], horizon_days=20)
+    assert e032("test.fits") == []
+
+
+@pytest.mark.django_db
+def test_system_checks__a_callable_calendar_is_judged_in_each_calendar_it_may_pick(declare):
+    declare("test.any", calendar=lambda thing: thing.name, ladder=[120 * H], horizon_days=20)
+    found = e032("test.any")
+    assert any("'support-de'" in message for message in found), found
+
+
+@pytest.mark.django_db
+def test_expect__a_ladder_the_check_passed_does_not_raise_in_the_hosts_save(declare):
+    declare(calendar="support-de", ladder=[8 * H, 40 * H], horizon_days=20)
+    assert e032("test.expect") == []
+    christmas_eve = berlin(2026, 12, 23, 17, 0)
+    assert prescient.expect(Thing.objects.create(), "test.expect", now=christmas_eve) is not None

@@ -60,10 +60,13 @@ def test_job_ended__not_for_a_transaction_rolled_back(register, make_thing, hear
     register("test.done", lambda thing, job: None)
     thing = make_thing()
     prescient.schedule(thing, "test.done", now=T0)
-    with django_capture_on_commit_callbacks(execute=True):
-        with pytest.raises(RuntimeError), transaction.atomic():
+    def cancel_then_roll_back() -> None:
+        with transaction.atomic():
             prescient.cancel(thing, "test.done", now=T0)
             raise RuntimeError("rolled back")
+
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError):
+        cancel_then_roll_back()
     assert heard == []
     with django_capture_on_commit_callbacks(execute=True):
         prescient.cancel(thing, "test.done", now=T0)
