@@ -16,6 +16,15 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 
+def from_iso(value: object) -> datetime | None:
+    """A time stored as ISO 8601 text (a payload's ``met_at``, a rung), or None when there is
+    none or it is not one."""
+    try:
+        return datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
+
+
 def db_now() -> datetime:
     """The time by the database server's clock (PostgreSQL's ``statement_timestamp()``).
 

@@ -63,16 +63,27 @@ def load_entities(jobs: Iterable[FutureJob]) -> dict[tuple[str, str], models.Mod
     return found
 
 
-def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime) -> Decision:
-    """Turn what a check returned into the next event for its job."""
-    decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
-    value = result.value
+def handed_back_or_failed(
+    job: FutureJob, check: Check, result: runner.RunResult, decision: Decision, now: datetime
+) -> Decision | None:
+    """The run's end when a call of the job's code did not return normally: handed back (the
+    worker stopping) or failed (retried under its policy, then ``failed``); None otherwise."""
     back = runner.handed_back(job, result, now)
     if back is not None:
         return back
     if result.failed:
         return failure(decision, check, result.error, now, exception=result.exception,
                        exception_path=result.exception_path, traceback=result.traceback)
+    return None
+
+
+def decide(job: FutureJob, check: Check, result: runner.RunResult, now: datetime) -> Decision:
+    """Turn what a check returned into the next event for its job."""
+    decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
+    value = result.value
+    ended = handed_back_or_failed(job, check, result, decision, now)
+    if ended is not None:
+        return ended
     if value is None:
         decision.outcome = Outcome.COMPLETED
         return decision

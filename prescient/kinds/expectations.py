@@ -33,6 +33,7 @@ from django.utils.html import format_html
 
 from prescient import calendars, diagnostics, slots
 from prescient.checks import Check
+from prescient.clock import from_iso
 from prescient.conf import setting
 from prescient.engine import bulk, runner
 from prescient.engine.decisions import Decision, describe, failure
@@ -44,7 +45,7 @@ from prescient.signals import expectation_missed
 from prescient.states import Event, Outcome
 from prescient.wording import counted, when_text
 
-from .checks import load_entities
+from .checks import handed_back_or_failed, load_entities
 from .links import entity_link
 
 if TYPE_CHECKING:
@@ -100,6 +101,21 @@ def climb(expectation: Expectation, instance: models.Model, job: FutureJob, step
 def judge(expectation: Expectation, instance: models.Model) -> str | None:
     """``met`` asked now, and nothing climbed: :data:`MET` when met, None otherwise."""
     return MET if expectation.met_by(instance) else None
+
+
+def _handed_back_failed_or_met(
+    job: FutureJob, check: Check, result: runner.RunResult, decision: Decision, now: datetime
+) -> Decision | None:
+    """What a call of an expectation's code came to, when that ends the run: handed back (the
+    worker stopping), failed (retried, then ``failed``) or met; None when it was not met."""
+    ended = handed_back_or_failed(job, check, result, decision, now)
+    if ended is not None:
+        return ended
+    if result.value == MET:
+        mark_met(job, now)
+        decision.outcome = Outcome.MET
+        return decision
+    return None
 
 
 class ExpectationKind(JobKind):
@@ -165,17 +181,9 @@ class ExpectationKind(JobKind):
         args = (expectation, context.instance, job, step, context.met is None)
         result = runner.call(climb, args, check.timeout, label)
         decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
-        back = runner.handed_back(job, result, now)
-        if back is not None:
-            return back
-        if result.failed:
-            # Retried at this same rung.
-            return failure(decision, check, result.error, now, exception=result.exception,
-                           exception_path=result.exception_path, traceback=result.traceback)
-        if result.value == MET:
-            mark_met(job, now)
-            decision.outcome = Outcome.MET
-            return decision
+        settled = _handed_back_failed_or_met(job, check, result, decision, now)  # a failure: retried at this rung
+        if settled is not None:
+            return settled
         job.payload = {**(job.payload if isinstance(job.payload, dict) else {}), "step": step}
         if step >= len(rungs):
             decision.outcome = Outcome.MISSED
@@ -192,17 +200,10 @@ class ExpectationKind(JobKind):
         is judged now and nothing is climbed; not met, the job waits for its rung."""
         if context.met is None:  # a callable met, asked under the job's timeout
             result = runner.call(judge, (expectation, context.instance), check.timeout, f"{label} (early)")
-            back = runner.handed_back(job, result, now)
-            if back is not None:
-                return back
             decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
-            if result.failed:
-                return failure(decision, check, result.error, now, exception=result.exception,
-                               exception_path=result.exception_path, traceback=result.traceback)
-            if result.value == MET:
-                mark_met(job, now)
-                decision.outcome = Outcome.MET
-                return decision
+            settled = _handed_back_failed_or_met(job, check, result, decision, now)
+            if settled is not None:
+                return settled
         return Decision(job=job, event=Event.RESCHEDULE,
                         next_check_at=slots.next_check(rung, now, int(setting("SLOT_MINUTES"))))
 
@@ -227,7 +228,7 @@ def ladder_text(row: FutureJob | JobHistory) -> str:
     if isinstance(row, JobHistory):
         payload = row.payload if isinstance(row.payload, dict) else {}
         if row.outcome == Outcome.MET:
-            met_at = _time(payload.get("met_at")) or row.finished_at
+            met_at = from_iso(payload.get("met_at")) or row.finished_at
             return f"met at {when_text(met_at)}, after {step} of {counted(len(rungs), 'rung')}"
         if row.outcome == Outcome.MISSED:
             return "missed: the one rung reached" if len(rungs) == 1 else f"missed: all {len(rungs)} rungs reached"
@@ -236,9 +237,3 @@ def ladder_text(row: FutureJob | JobHistory) -> str:
         return f"{reached}; next {when_text(rungs[step])}"
     return reached
 
-
-def _time(value: object) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(value)) if value else None
-    except ValueError:
-        return None

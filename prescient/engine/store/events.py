@@ -5,12 +5,12 @@ callback registered) when no receiver listens."""
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 from typing import Any
 
 from django.apps import apps
 from django.db import transaction
 
+from prescient.clock import from_iso
 from prescient.models import JobHistory
 from prescient.signals import expectation_met, job_ended
 from prescient.states import Outcome
@@ -38,7 +38,7 @@ def _send(ended: list[JobHistory], met: list[JobHistory]) -> None:
         payload = row.payload if isinstance(row.payload, dict) else {}
         _log(expectation_met.send_robust(
             _model(row.entity_name), name=row.job_exec, entity_key=row.entity_key, history=row,
-            met_at=_time(payload.get("met_at")) or row.finished_at,
+            met_at=from_iso(payload.get("met_at")) or row.finished_at,
         ), row)
 
 
@@ -48,12 +48,6 @@ def _model(label: str) -> Any:
     except (LookupError, ValueError):
         return None
 
-
-def _time(value: object) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(value)) if value else None
-    except ValueError:
-        return None
 
 
 def _log(results: list[tuple[Any, Any]], row: JobHistory) -> None:
