@@ -41,9 +41,8 @@ from prescient.admin.graph import LinksMixin
 from prescient.admin.job_page import JobPageMixin
 from prescient.checks import get_check
 from prescient.conf import setting
-from prescient.exceptions import UnknownCheck
-from prescient.expectations import KIND as EXPECTATION
-from prescient.kinds.expectations import rungs_of, step_of
+from prescient.engine.kind import get_kind
+from prescient.exceptions import PrescientError, UnknownCheck
 from prescient.models import FutureJob
 from prescient.states import State
 
@@ -179,9 +178,11 @@ class FutureJobAdmin(JobActionsMixin, DashboardMixin, JobPageMixin, LinksMixin, 
 
     @admin.display(description=_("checks used / max"), ordering="check_count")
     def checks_used(self, job: FutureJob) -> str:
-        if job.kind == EXPECTATION:  # no re-checks: its ladder is its bound
-            return gettext("rung %(step)d of %(rungs)d") % {"step": step_of(job), "rungs": len(rungs_of(job))}
-        return f"{job.check_count} / {checks_allowed(job.job_exec)}"
+        try:
+            progress = get_kind(job.kind).progress(job)
+        except PrescientError:  # a kind no code registers any more: its counters
+            progress = None
+        return progress or f"{job.check_count} / {checks_allowed(job.job_exec)}"
 
     @admin.display(description=_("run time"))
     def run_time(self, job: FutureJob) -> str:

@@ -10,8 +10,8 @@ from django.db import models
 
 from .. import limits
 from ..clock import db_now
-from ..expectations import KIND as EXPECTATION
-from ..kinds.expectations import rungs_of, step_of
+from ..engine.kind import get_kind
+from ..exceptions import PrescientError
 from ..models import FutureJob, JobHistory, JobLink
 from .errors import invalid
 
@@ -103,11 +103,11 @@ def history_out(row: JobHistory, links: Links | None = None) -> dict[str, Any]:
 
 
 def _ladder(row: FutureJob | JobHistory) -> dict[str, Any] | None:
-    """An expectation's rungs, step and met_at, as its payload keeps them."""
-    if row.kind != EXPECTATION:
+    """The kind's own fields (an expectation's rungs, step and met_at); None for other kinds."""
+    try:
+        return get_kind(row.kind).ladder(row)
+    except PrescientError:  # a kind no code registers any more
         return None
-    payload = row.payload if isinstance(row.payload, dict) else {}
-    return {"rungs": rungs_of(row), "step": step_of(row), "met_at": payload.get("met_at")}
 
 
 def tasks_out(jobs: list[FutureJob]) -> list[dict[str, Any]]:

@@ -94,6 +94,16 @@ class JobKind:
         """The "entity" cell of the admin (safe HTML)."""
         return format_html("{}", self.describe(row))
 
+    def progress(self, job: FutureJob) -> str | None:
+        """How far a pending job has come, for the admin's "checks used" cell, when the check
+        counters do not say it (an expectation: its rung); None: the counters."""
+        return None
+
+    def ladder(self, row: FutureJob | JobHistory) -> dict[str, Any] | None:
+        """The kind's own fields of a job or history entry for the API (an expectation: its
+        rungs, step and met_at); None when it has none."""
+        return None
+
     def system_checks(self) -> list[CheckMessage]:
         """Problems with this kind's registrations or settings, for ``manage.py check``."""
         return []

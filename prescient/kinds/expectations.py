@@ -30,6 +30,7 @@ from django.core.exceptions import FieldError
 from django.db import models
 from django.db.models import F, Q
 from django.utils.html import format_html
+from django.utils.translation import gettext
 
 from prescient import calendars, diagnostics, slots
 from prescient.checks import Check
@@ -209,6 +210,14 @@ class ExpectationKind(JobKind):
 
     def describe(self, row: FutureJob | JobHistory) -> str:
         return f"{row.entity_name}#{row.entity_key} · {ladder_text(row)}"
+
+    def progress(self, job: FutureJob) -> str | None:
+        # No re-checks: its ladder is its bound (MAX_CHECKS does not apply).
+        return gettext("rung %(step)d of %(rungs)d") % {"step": step_of(job), "rungs": len(rungs_of(job))}
+
+    def ladder(self, row: FutureJob | JobHistory) -> dict[str, Any] | None:
+        payload = row.payload if isinstance(row.payload, dict) else {}
+        return {"rungs": rungs_of(row), "step": step_of(row), "met_at": payload.get("met_at")}
 
     def describe_html(self, row: FutureJob | JobHistory, site: AdminSite) -> str:
         return format_html("{} · {}", entity_link(site, row.entity_name, row.entity_key), ladder_text(row))
