@@ -757,7 +757,8 @@ def scheduling(res: Results, raw: Raw, sizes: dict[str, Any]) -> None:
 def saves(res: Results, items: list[Item], runs: int) -> None:
     """save() of a model without an expectation (Item), and of one with an expectation (Parcel):
     with none pending, and with one pending that the save does not meet (either way one indexed
-    query more: the pending jobs, with the expectation's Q asked of the row beside them)."""
+    statement more after the commit: the pending jobs, with the expectation's Q asked of the row
+    beside them); and, as the floor of any such judgement, a plain save followed by a SELECT 1."""
     Parcel.objects.all().delete()
     parcels = Parcel.objects.bulk_create([Parcel() for _ in items])
 
@@ -768,15 +769,29 @@ def saves(res: Results, items: list[Item], runs: int) -> None:
             row.save(update_fields=["stamp"])
         return len(rows) / (time.perf_counter() - started)
 
+    def save_and_ask(rows: list[Any]) -> float:
+        """A plain save, then one more round trip: what any judgement that asks the database
+        after the commit costs at least (#34: a watched save's ceiling against a plain one)."""
+        started = time.perf_counter()
+        for row in rows:
+            row.stamp = time.time()
+            row.save(update_fields=["stamp"])
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+                cursor.fetchone()
+        return len(rows) / (time.perf_counter() - started)
+
     for run in range(runs):
         clear_jobs()
         res.add("save.without", save_all(items))
+        res.add("save.with_round_trip", save_and_ask(items))
         res.add("save.with_none_pending", save_all(parcels))
         for parcel in parcels:
             prescient.expect(parcel, "bench.parcel")
         res.add("save.with_pending", save_all(parcels))
         log(f"saves run {run + 1}/{runs}: " + ", ".join(
-            f"{k} {res.values[k][-1]:,.0f}/s" for k in ("save.without", "save.with_none_pending", "save.with_pending")))
+            f"{k} {res.values[k][-1]:,.0f}/s"
+            for k in ("save.without", "save.with_round_trip", "save.with_none_pending", "save.with_pending")))
     clear_jobs()
     Parcel.objects.all().delete()
 

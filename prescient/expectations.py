@@ -146,6 +146,14 @@ class Expectation:
 _registry: dict[str, Expectation] = {}
 #: Called with each expectation registered (the kind connects its model's signals).
 watchers: list[Callable[[Expectation], None]] = []
+#: Changes whenever an expectation is registered or forgotten (what was compiled from the
+#: registry, such as the statement a save is judged by, is compiled again).
+_generation = [0]
+
+
+def generation() -> int:
+    """How many times the registry has changed: compiled judgements are keyed by it."""
+    return _generation[0]
 
 
 def expectation(
@@ -168,7 +176,7 @@ def expectation(
     instance is read: when it meets ``met`` (a Q on the model, or ``callable(instance) ->
     bool``) the job ends ``met``; otherwise ``func(instance, job, step)`` is called with the
     rung's number and :data:`prescient.signals.expectation_missed` is sent. After the last rung
-    it ends ``missed``. A save that meets it ends it ``met`` in the saving transaction.
+    it ends ``missed``. A save that meets it ends it ``met`` once the saving transaction commits.
     The keyword arguments override the ``PRESCIENT`` settings, as for a check.
     """
     if not isinstance(name, str) or not name.strip():
@@ -201,6 +209,7 @@ def expectation(
         entry = Expectation(name, func, label, met, steps, calendar, definition)
         checks.add(definition)
         _registry[name] = entry
+        _generation[0] += 1
         func.prescient_expectation = entry  # type: ignore[attr-defined]
         for watcher in watchers:
             watcher(entry)
@@ -249,4 +258,5 @@ def of_model(label: str) -> list[Expectation]:
 def unregister(name: str) -> None:
     """Forget an expectation (for tests and reloads)."""
     _registry.pop(name, None)
+    _generation[0] += 1
     checks.unregister(name)

@@ -96,6 +96,14 @@ def entity_cell(site: admin.AdminSite, row: FutureJob | JobHistory) -> str:
     return kind.describe_html(row, site)
 
 
+def kind_word(row: FutureJob | JobHistory) -> str:
+    """What a job's code is, in a sentence: "check", "expectation", "task" (its kind's name)."""
+    try:
+        return get_kind(row.kind).verbose_name or row.kind
+    except UnknownKind:
+        return row.kind or "check"
+
+
 def error_time(value: object) -> str:
     """The time of a ``recent_errors`` entry (an ISO 8601 string), as the admin shows times."""
     try:

@@ -88,7 +88,9 @@ class JobHistoryAdmin(LinksMixin, ConsoleListMixin, _AdminBase):
             except UnknownKind:
                 kind = None
             if kind is None or not kind.supports_retry:
-                messages.warning(request, gettext("%(row)s is a check, not a task: skipped.") % {"row": row})
+                what = kind.verbose_name if kind is not None else row.kind
+                text = gettext("%(row)s is a %(what)s, not a task: skipped.") % {"row": row, "what": what}
+                messages.warning(request, text)
                 continue
             try:
                 new_id = kind.retry(row)

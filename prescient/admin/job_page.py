@@ -20,7 +20,16 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from prescient.admin.display import OUTCOME_COLOURS, QUIET, AdminMixinBase, badge, can_view, error_time, when
+from prescient.admin.display import (
+    OUTCOME_COLOURS,
+    QUIET,
+    AdminMixinBase,
+    badge,
+    can_view,
+    error_time,
+    kind_word,
+    when,
+)
 from prescient.kinds.links import admin_url
 from prescient.models import FutureJob, JobHistory
 from prescient.states import State
@@ -127,13 +136,13 @@ class JobPageMixin(AdminMixinBase):
 
     @admin.display(description=_("earlier jobs"))
     def history_table(self, job: FutureJob) -> str:
-        """Earlier jobs of the same check for the same entity, newest first."""
+        """Earlier jobs of the same check (or expectation, task) for the same entity, newest first."""
         past = JobHistory.objects.filter(
             entity_name=job.entity_name, entity_key=job.entity_key, job_exec=job.job_exec
         ).order_by("-finished_at", "-id")
         rows = list(past[:HISTORY_ROWS])
         if not rows:
-            return gettext("No earlier jobs of this check for this entity.")
+            return gettext("No earlier jobs of this %(what)s for this entity.") % {"what": kind_word(job)}
         body = format_html_join(
             "",
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",

@@ -142,9 +142,10 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
     raise CheckTimeout()
 
 
-def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label: str) -> RunResult:
+def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label: str, what: str = "check") -> RunResult:
     """Call ``func(*args)``, stopped after ``timeout`` seconds: the one place where a run of a
-    job's own code ends, whatever it did.
+    job's own code ends, whatever it did. ``label`` names the run in the log and the error,
+    after ``what`` the code is (its kind: ``check``, ``expectation``, ``task``).
 
     The check runs in autocommit mode, like a view without ATOMIC_REQUESTS: it is not wrapped
     in a transaction, so a slow check holds no transaction (and, on SQLite, no write lock)
@@ -192,7 +193,7 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
         if isinstance(exc, KeyboardInterrupt) and interrupts.operator_signal():
             result.interrupted = True  # the operator's second Ctrl-C, through Python's own handler
         else:
-            _raised(result, exc, label)
+            _raised(result, exc, label, what)
     result.seconds = time.monotonic() - started
     if not result.timed_out and not result.interrupted and result.seconds > timeout:
         result.timed_out = True  # could not be interrupted (not the main thread): still a failure
@@ -202,7 +203,7 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
         result.exception_path, result.traceback = CHECK_TIMEOUT, ""
         if not isinstance(result.exception, CheckTimeout):
             result.exception = CheckTimeout(result.error)
-        logger.warning("check %s stopped after %.1fs (timeout %gs)", label, result.seconds, timeout)
+        logger.warning("%s %s stopped after %.1fs (timeout %gs)", what, label, result.seconds, timeout)
     if (result.timed_out or result.interrupted) and not connection.is_usable():
         # The alarm or signal may have landed inside a query: start afresh rather than reuse a
         # connection in an unknown state.
@@ -210,12 +211,12 @@ def call(func: Callable[..., Any], args: tuple[Any, ...], timeout: float, label:
     return result
 
 
-def _raised(result: RunResult, exc: BaseException, label: str) -> None:
+def _raised(result: RunResult, exc: BaseException, label: str, what: str = "check") -> None:
     """Make ``result`` a failed run that raised ``exc``."""
     result.exception = exc
     result.traceback = "".join(traceback.format_exception(exc))
     # Formatted here, not with exc_info: a handler would print the whole message again.
-    logger.error("check %s raised\n%s", label, clean_text(result.traceback.rstrip()))
+    logger.error("%s %s raised\n%s", what, label, clean_text(result.traceback.rstrip()))
     result.error = describe(exc)
     if isinstance(exc, MemoryError):
         limit = setting("CHILD_MEMORY_MB")

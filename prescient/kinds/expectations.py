@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.checks import CheckMessage
 from django.core.exceptions import FieldError
-from django.db import models
+from django.db import models, transaction
 from django.db.models import F, Q
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext
 
@@ -36,7 +37,7 @@ from prescient import calendars, diagnostics, slots
 from prescient.checks import Check
 from prescient.clock import from_iso
 from prescient.conf import setting
-from prescient.engine import bulk, runner
+from prescient.engine import bulk, runner, store
 from prescient.engine.decisions import Decision, describe, failure
 from prescient.engine.kind import JobKind
 from prescient.exceptions import PrescientError
@@ -54,8 +55,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: What a run returns when the expectation's ``met`` callable found the instance met.
+#: What a rung's run returns when it found the instance met: the job ends ``met``.
 MET = "prescient:met"
+#: ... when the instance was gone: the job ends ``entity_missing``.
+GONE = "prescient:gone"
+#: ... when the job was no longer the run's (its end requested by a save, a kill or a cancel;
+#: its claim lost): nothing climbed, the settle finds what became of it.
+LEFT = "prescient:left"
 
 
 @dataclass
@@ -85,11 +91,14 @@ def mark_met(job: FutureJob, now: datetime) -> None:
     job.payload = {**(job.payload if isinstance(job.payload, dict) else {}), "met_at": now.isoformat()}
 
 
-def climb(expectation: Expectation, instance: models.Model, job: FutureJob, step: int, ask: bool) -> str | None:
-    """One rung, under the job's timeout: ``met`` asked (when ``ask``), else the handler called
-    and the signal sent. Returns :data:`MET` when met, None when the rung was climbed."""
-    if ask and expectation.met_by(instance):
-        return MET
+def climb(expectation: Expectation, instance: models.Model, job: FutureJob, step: int) -> str | None:
+    """One rung, under the job's timeout: the instance read again and ``met`` asked of it in the
+    transaction that records the rung on the job; not met, the handler called (with the instance
+    as read) and the signal sent. Returns :data:`MET`, :data:`GONE` or :data:`LEFT` when the
+    handler was not called, None when the rung was climbed."""
+    verdict, instance = read_and_record(expectation, instance, job, step)
+    if verdict is not None:
+        return verdict
     runner.resolve(expectation.func(instance, job, step))  # an async def handler is awaited
     # Robustly: a receiver that raises is logged by Django; it neither undoes the rung nor
     # makes the handler run again.
@@ -97,6 +106,48 @@ def climb(expectation: Expectation, instance: models.Model, job: FutureJob, step
         sender=type(instance), name=expectation.name, instance=instance, step=step, job=job
     )
     return None
+
+
+def read_and_record(
+    expectation: Expectation, instance: models.Model, job: FutureJob, step: int
+) -> tuple[str | None, models.Model]:
+    """Whether rung ``step`` may be climbed, decided in one transaction that reads the instance
+    and, when it is not met, records the rung on the job while the job is still this run's:
+    ``payload["reached"][step - 1]``, when the instance was read (this process's clock, taken
+    just before the read). The instance's row is locked as it is read (PostgreSQL: ``FOR NO KEY
+    UPDATE``), so a save of it either committed before (and is seen, met) or waits until the
+    rung is recorded: a handler is never called for an instance whose meeting save had
+    committed before it was read. SQLite takes its one write lock first, by recording the rung,
+    then reads. Returns the verdict (None: climb) and the instance as read; climbing, ``job``'s
+    payload carries the rung's time."""
+    read_at = timezone.now()
+    payload = dict(job.payload) if isinstance(job.payload, dict) else {}
+    reached = payload.get("reached")
+    payload["reached"] = [*(reached if isinstance(reached, list) else [])[: step - 1], read_at.isoformat()]
+    model = type(instance)
+    with transaction.atomic():
+        features = transaction.get_connection().features
+        locks = features.has_select_for_update
+        if not locks and not store.note_in_run(job, payload):
+            return LEFT, instance
+        rows = model._base_manager.filter(pk=instance.pk)
+        if locks:
+            rows = rows.select_for_update(no_key=features.has_select_for_no_key_update)
+        row = rows.first()
+        if row is None or expectation.met_by(row):
+            transaction.set_rollback(True)  # nothing recorded: the job ends
+            return (GONE if row is None else MET), instance
+        if locks and not store.note_in_run(job, payload):
+            return LEFT, row
+    job.payload = payload
+    return None, row
+
+
+def reached_of(job: FutureJob | JobHistory) -> list[datetime]:
+    """When each rung reached was climbed (its instance read and found not met), as kept in the
+    job's payload; shorter than the ladder until its last rung."""
+    payload = job.payload if isinstance(job.payload, dict) else {}
+    return [datetime.fromisoformat(value) for value in payload.get("reached") or [] if isinstance(value, str)]
 
 
 def judge(expectation: Expectation, instance: models.Model) -> str | None:
@@ -116,6 +167,11 @@ def _handed_back_failed_or_met(
         mark_met(job, now)
         decision.outcome = Outcome.MET
         return decision
+    if result.value == GONE:
+        decision.outcome = Outcome.ENTITY_MISSING
+        return decision
+    if result.value == LEFT:
+        return runner.released(job, now, result.seconds)
     return None
 
 
@@ -179,8 +235,7 @@ class ExpectationKind(JobKind):
         label = f"{expectation.name}[{job.entity_name}#{job.entity_key}] rung {step}"
         if step <= len(rungs) and now < rungs[step - 1]:
             return self._early(job, expectation, check, context, rungs[step - 1], label, now)
-        args = (expectation, context.instance, job, step, context.met is None)
-        result = runner.call(climb, args, check.timeout, label)
+        result = runner.call(climb, (expectation, context.instance, job, step), check.timeout, label, KIND)
         decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
         settled = _handed_back_failed_or_met(job, check, result, decision, now)  # a failure: retried at this rung
         if settled is not None:
@@ -200,7 +255,7 @@ class ExpectationKind(JobKind):
         """A run before its rung's time (run now, from the admin, the API or a command): ``met``
         is judged now and nothing is climbed; not met, the job waits for its rung."""
         if context.met is None:  # a callable met, asked under the job's timeout
-            result = runner.call(judge, (expectation, context.instance), check.timeout, f"{label} (early)")
+            result = runner.call(judge, (expectation, context.instance), check.timeout, f"{label} (early)", KIND)
             decision = Decision(job=job, event=Event.FINISH, seconds=result.seconds, ran=True)
             settled = _handed_back_failed_or_met(job, check, result, decision, now)
             if settled is not None:
@@ -217,7 +272,9 @@ class ExpectationKind(JobKind):
 
     def ladder(self, row: FutureJob | JobHistory) -> dict[str, Any] | None:
         payload = row.payload if isinstance(row.payload, dict) else {}
-        return {"rungs": rungs_of(row), "step": step_of(row), "met_at": payload.get("met_at")}
+        return {
+            "rungs": rungs_of(row), "step": step_of(row), "reached": reached_of(row), "met_at": payload.get("met_at"),
+        }
 
     def describe_html(self, row: FutureJob | JobHistory, site: AdminSite) -> str:
         return format_html("{} · {}", entity_link(site, row.entity_name, row.entity_key), ladder_text(row))

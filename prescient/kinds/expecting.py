@@ -1,12 +1,13 @@
 """Starting expectations (:func:`expect`) and ending them when their instance is saved or deleted.
 
-A save through the ORM of an instance that meets a pending expectation ends it ``met`` in the
-saving transaction (a rollback leaves it pending); a deletion ends it ``entity_missing``. Only
-models with an expectation get the receivers (``post_save``/``post_delete`` connected per
-model), so a save of any other model costs nothing; a save of a model with one costs one
-indexed query, which also asks a ``met`` Q of the row (a callable ``met`` is called only while
-a job is pending). ``QuerySet.update()`` sends
-no signal: the next rung finds the instance met and ends the job ``met``, its handler uncalled.
+A save through the ORM of an instance that meets a pending expectation ends it ``met`` once the
+saving transaction commits, judged on what it committed (a rollback leaves it pending; see
+:mod:`.judging`); a deletion ends it ``entity_missing``. Only models with an expectation get
+the receivers (``post_save``/``post_delete`` connected per model), so a save of any other model
+costs nothing; a save of a model with one costs one indexed statement, which also asks a
+``met`` Q of the row (a callable ``met`` is called only while a job is pending).
+``QuerySet.update()`` sends no signal: the next rung finds the instance met and ends the job
+``met``, its handler uncalled, or :func:`recheck` judges it at once.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from datetime import datetime
 from typing import Any
 
 from django.apps import apps
-from django.core.exceptions import FieldError
 from django.db import IntegrityError, models, transaction
-from django.db.models import Exists, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.signals import post_delete, post_save
 
 from prescient import slots
@@ -30,9 +30,8 @@ from prescient.engine.targets import _now, entity_ref
 from prescient.exceptions import InvalidTime
 from prescient.expectations import KIND, Expectation, get_expectation, of_model, registered, watchers
 from prescient.models import FutureJob
-from prescient.states import Event, Outcome
 
-from .expectations import mark_met
+from . import judging
 
 logger = logging.getLogger(__name__)
 
@@ -97,94 +96,14 @@ def expect(
     return job
 
 
-def end_pending(instance: models.Model, *, deleted: bool, now: datetime | None = None) -> int:
-    """End the pending expectations of ``instance`` that it meets (``met``), or all of them when
-    it was ``deleted`` (``entity_missing``), in the caller's transaction; returns how many.
-
-    One query finds the pending jobs and, for each expectation whose ``met`` is a Q, whether the
-    row meets it (an ``EXISTS`` beside the job's row): a save that ends nothing costs that one
-    query, whether an expectation is pending or not.
-    """
-    label = instance._meta.label_lower
-    entries = {entry.name: entry for entry in of_model(label)}
-    if not entries or instance.pk is None:
-        return 0
-    asked: dict[str, Exists] = {}
-    #: Expectations whose met cannot be asked at this save: judged at their rung instead.
-    unjudged: set[str] = set()
-    if not deleted:
-        manager = type(instance)._default_manager
-        for index, entry in enumerate(entries.values()):
-            if isinstance(entry.met, Q):
-                try:
-                    asked[f"met_{index}"] = Exists(manager.filter(entry.met, pk=instance.pk))
-                except (FieldError, ValueError, TypeError) as exc:  # E032 says so; never the host's save
-                    _cannot_judge(entry, exc)
-                    unjudged.add(entry.name)
-    rows = FutureJob.objects.filter(entity_name=label, entity_key=str(instance.pk), job_exec__in=list(entries))
-    pending = list(rows.annotate(**asked).values("job_exec", *asked))
-    if not pending:
-        return 0
-    now = _now(now)
-    ended = 0
-    for row in pending:
-        name = row["job_exec"]
-        entry = entries[name]
-        if not deleted:
-            if name in unjudged:
-                continue
-            flag = f"met_{list(entries).index(name)}"
-            if flag in row:
-                if not row[flag]:
-                    continue
-            else:
-                try:
-                    if not entry.met_by(instance):  # a callable met, on the instance as saved
-                        continue
-                except Exception as exc:  # the host's own code: never breaks its save
-                    _cannot_judge(entry, exc)
-                    continue
-        with transaction.atomic():
-            job = FutureJob.objects.select_for_update().filter(
-                entity_name=label, entity_key=str(instance.pk), job_exec=name
-            ).first()
-            if job is None:
-                continue
-            outcome = Outcome.ENTITY_MISSING if deleted else Outcome.MET
-            if outcome == Outcome.MET:
-                mark_met(job, now)
-            # A rung in flight: the job ends met when it returns, with this met_at (the store
-            # writes the payload beside the request).
-            store.end(job, Event.CANCEL, outcome, "deleted" if deleted else "met at save", now)
-            ended += 1
-    return ended
-
-
-#: The expectations whose met could not be judged at a save, already logged by this process.
-_logged: set[str] = set()
-
-
-def _cannot_judge(entry: Expectation, exc: BaseException) -> None:
-    """``entry``'s met could not be judged at a save: logged once per process (a broken met
-    would otherwise log at every save); the pending job is judged at its next rung, where a
-    met that still fails is a failed run of the job, not of the host's save."""
-    if entry.name in _logged:
-        return
-    _logged.add(entry.name)
-    logger.error(
-        "expectation %s: its met could not be judged at a save of %s (%s: %s); its jobs are judged at "
-        "their rungs. manage.py check reports it (prescient.E032).", entry.name, entry.model_label,
-        type(exc).__name__, exc,
-    )
-
-
 def recheck(instances: QuerySet[Any] | Iterable[models.Model], *, now: datetime | None = None) -> int:
     """Judge ``met`` now for each of ``instances`` (a queryset or model instances) that has a
     pending expectation, as a save would have: for writes no save saw (``bulk_update()``, raw
-    SQL, a related row that makes a join Q true). Returns how many jobs ended ``met``.
+    SQL, a related row that makes a join Q true). Returns how many jobs ended (``met``, or
+    ``entity_missing`` for a row deleted behind the ORM's back).
 
     One query finds which of them have pending expectations (by the live table's entity index);
-    each that has is then judged as at a save, in its own transaction.
+    each that has is then judged as after a save, on the state the database has now.
     """
     if isinstance(instances, QuerySet):
         groups: dict[type[models.Model], Any] = {instances.model: instances}
@@ -204,14 +123,14 @@ def recheck(instances: QuerySet[Any] | Iterable[models.Model], *, now: datetime 
         if not pending:
             continue
         if isinstance(members, QuerySet):
-            found: Iterable[models.Model] = (
-                instance for chunk in _chunks(sorted(pending), 500) for instance in members.filter(pk__in=chunk)
+            pks: Iterable[Any] = (
+                pk for chunk in _chunks(sorted(pending), 500)
+                for pk in members.filter(pk__in=chunk).values_list("pk", flat=True)
             )
         else:
-            found = [instance for instance in members if str(instance.pk) in pending]
-        for instance in found:
-            with transaction.atomic():
-                ended += end_pending(instance, deleted=False, now=now)
+            pks = [instance.pk for instance in members if str(instance.pk) in pending]
+        for pk in pks:
+            ended += judging.judge(label, pk, now=now)
     return ended
 
 
@@ -220,13 +139,15 @@ def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
         yield items[first:first + size]
 
 
-def _saved(sender: type[models.Model], instance: models.Model, raw: bool = False, **kwargs: Any) -> None:
+def _saved(
+    sender: type[models.Model], instance: models.Model, raw: bool = False, using: str = "default", **kwargs: Any
+) -> None:
     if not raw:  # a fixture being loaded is no save by the application
-        end_pending(instance, deleted=False)
+        judging.note(instance, using)
 
 
-def _deleted(sender: type[models.Model], instance: models.Model, **kwargs: Any) -> None:
-    end_pending(instance, deleted=True)
+def _deleted(sender: type[models.Model], instance: models.Model, using: str = "default", **kwargs: Any) -> None:
+    judging.note(instance, using)
 
 
 def watch(entry: Expectation) -> None:

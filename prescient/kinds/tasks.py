@@ -329,7 +329,7 @@ class TaskKind(JobKind):
             return decision
         task = as_enqueued(check.options["task"], job)
         note_attempt(job, began)
-        outcome = runner.call(_perform, (task, job), check.timeout, f"{check.name}[{job.pk}]")
+        outcome = runner.call(_perform, (task, job), check.timeout, f"{check.name}[{job.pk}]", "task")
         back = runner.handed_back(job, outcome, now)
         if back is not None:
             return back

@@ -73,6 +73,7 @@ def test_job_ended__not_for_a_transaction_rolled_back(register, make_thing, hear
     assert [(k["kind"], k["outcome"]) for _, k in heard] == [("check", Outcome.CANCELLED)]
 
 
+@pytest.mark.django_db(transaction=True)  # a save is judged when its transaction commits
 def test_expectation_met__at_a_save_with_its_model_and_met_at(declare, make_thing, heard,
                                                               django_capture_on_commit_callbacks):
     declare()

@@ -19,6 +19,8 @@ from tests.conftest import T0
 from tests.testapp.models import Other, Thing
 
 pytestmark = pytest.mark.django_db
+#: A save's expectations are judged when its transaction commits: these tests commit for real.
+COMMITS = pytest.mark.django_db(transaction=True)
 
 H = timedelta(hours=1)
 
@@ -146,6 +148,7 @@ def test_met_before_the_first_rung__ends_met_without_the_handler(declare, make_t
     assert row.outcome == Outcome.MET and row.payload["met_at"] == (T0 + 3 * H).isoformat()
 
 
+@COMMITS
 def test_met_between_rungs_via_save__ends_met_at_once(declare, make_thing):
     calls = declare()
     thing = make_thing()
@@ -172,7 +175,12 @@ def test_met_between_rungs_via_queryset_update__the_next_rung_ends_it_met(declar
     assert ended(thing).outcome == Outcome.MET
 
 
-def test_met_at_save__in_the_saving_transaction_and_a_rollback_keeps_it_pending(declare, make_thing):
+@COMMITS
+def test_met_at_save__judged_when_the_saving_transaction_commits_and_a_rollback_keeps_it_pending(
+    declare, make_thing
+):
+    # Issue #34 item 3: the committed state decides. Before, the job ended inside the saving
+    # transaction (this test asserted so); now it ends once that transaction commits.
     declare()
     thing = make_thing()
     prescient.expect(thing, "test.expect", now=T0)
@@ -182,7 +190,7 @@ def test_met_at_save__in_the_saving_transaction_and_a_rollback_keeps_it_pending(
         with transaction.atomic():
             thing.status = "shipped"
             thing.save()
-            seen.append(pending(thing) is None and ended(thing).outcome == Outcome.MET)  # inside it
+            seen.append(pending(thing) is not None)  # inside it: not judged yet
             raise RuntimeError("the order could not be shipped after all")
 
     with pytest.raises(RuntimeError, match="after all"):
@@ -190,6 +198,11 @@ def test_met_at_save__in_the_saving_transaction_and_a_rollback_keeps_it_pending(
     assert seen == [True]
     assert pending(thing) is not None
     assert not JobHistory.objects.exists()
+    with transaction.atomic():
+        thing.status = "shipped"
+        thing.save()
+        assert pending(thing) is not None
+    assert pending(thing) is None and ended(thing).outcome == Outcome.MET
 
 
 def test_save_that_does_not_meet__leaves_it_pending(declare, make_thing):
@@ -201,6 +214,7 @@ def test_save_that_does_not_meet__leaves_it_pending(declare, make_thing):
     assert pending(thing) is not None
 
 
+@COMMITS
 def test_save__costs_one_query_more_pending_or_not_and_none_for_other_models(
     declare, make_thing, django_assert_num_queries
 ):
@@ -217,6 +231,7 @@ def test_save__costs_one_query_more_pending_or_not_and_none_for_other_models(
     assert pending(thing) is not None
 
 
+@COMMITS
 def test_deleted_instance__ends_entity_missing(declare, make_thing):
     declare()
     thing = make_thing()

@@ -14,19 +14,21 @@ from django.db.models import Q
 
 import prescient
 from prescient.engine.kind import get_kind
-from prescient.kinds import expecting
+from prescient.kinds import judging
 from prescient.models import FutureJob
 from tests.conftest import T0
 from tests.testapp.models import Thing
 
 pytestmark = pytest.mark.django_db
+#: A save's expectations are judged when its transaction commits: these tests commit for real.
+COMMITS = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
 def fresh_log():
-    expecting._logged.clear()
+    judging._logged.clear()
     yield
-    expecting._logged.clear()
+    judging._logged.clear()
 
 
 def test_system_checks__a_met_naming_a_missing_field_is_E032_naming_the_expectation(declare):
@@ -41,6 +43,7 @@ def test_system_checks__a_good_met_is_not_reported(declare):
     assert not [e for e in get_kind("expectation").system_checks() if "test.fine" in e.msg]
 
 
+@COMMITS
 def test_save__with_a_broken_met_and_none_pending_saves_and_logs_once(declare, make_thing, caplog):
     declare("test.typo", met=Q(statuss="shipped"))
     thing = make_thing()
@@ -65,6 +68,7 @@ def test_save__with_a_broken_met_and_one_pending_leaves_it_to_its_rung(declare, 
     assert calls == []
 
 
+@COMMITS
 def test_save__a_callable_met_that_raises_does_not_break_the_save(declare, make_thing, caplog):
     def broken(thing: Thing) -> bool:
         raise RuntimeError("met blew up")
@@ -81,6 +85,7 @@ def test_save__a_callable_met_that_raises_does_not_break_the_save(declare, make_
     assert any("met blew up" in r.getMessage() for r in caplog.records)
 
 
+@COMMITS
 def test_a_good_met_still_ends_the_job_at_save(declare, make_thing):
     declare("test.good", ladder=[timedelta(hours=3)])
     thing = make_thing()

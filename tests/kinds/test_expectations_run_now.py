@@ -17,6 +17,8 @@ from tests.conftest import T0
 from tests.testapp.models import Thing
 
 pytestmark = pytest.mark.django_db
+#: A save's expectations are judged when its transaction commits: these tests commit for real.
+COMMITS = pytest.mark.django_db(transaction=True)
 
 H = timedelta(hours=1)
 
@@ -76,6 +78,7 @@ def test_run_now_before_its_rung__a_callable_met_is_asked(declare, make_thing):
     assert JobHistory.objects.get(entity_key=str(thing.pk), job_exec="test.callable").outcome == Outcome.MET
 
 
+@COMMITS
 def test_a_save_that_meets_while_a_rung_runs__ends_it_met_with_met_at(declare, make_thing):
     """Issue #34, item 4: the job ended met but its history had no met_at."""
 

@@ -20,6 +20,8 @@ from tests.api.test_views import Api, make_token, make_user
 from tests.conftest import T0
 
 pytestmark = pytest.mark.django_db
+#: A save's expectations are judged when its transaction commits: these tests commit for real.
+COMMITS = pytest.mark.django_db(transaction=True)
 
 H = timedelta(hours=1)
 
@@ -51,6 +53,7 @@ def test_the_next_rung__in_the_sites_time_zone_as_the_admin_shows_times(declare,
     assert "2 p.m." in text or "14:00" in text, text
 
 
+@COMMITS
 def test_a_met_row__names_its_time_localized_and_the_rungs_in_the_right_number(declare, make_thing):
     declare("test.one", ladder=[H])
     thing = make_thing()
@@ -81,6 +84,7 @@ def test_prescient_status__words_the_ladder_as_offsets(declare):
     assert "test.words  model=testapp.thing ladder=[10m, 3h, 1d]" in out.getvalue()
 
 
+@COMMITS
 def test_the_api__carries_kind_rungs_step_and_met_at(declare, make_thing):
     declare()
     waiting, met = make_thing(), make_thing()
@@ -97,3 +101,28 @@ def test_the_api__carries_kind_rungs_step_and_met_at(declare, make_thing):
     prescient.schedule(make_thing(), "test.record", now=T0)
     checks = [item for item in api.get("tasks").json()["items"] if item["kind"] == "check"]
     assert checks and checks[0]["ladder"] is None
+
+
+def test_logs__name_an_expectation_an_expectation_not_a_check(declare, make_thing, caplog):
+    def broken(thing, job, step):
+        raise ConnectionError("the mail server is down")
+
+    declare(handler=broken)
+    thing = make_thing()
+    prescient.expect(thing, "test.expect", now=T0)
+    with caplog.at_level("INFO", logger="prescient"):
+        prescient.tick(T0 + 3 * H)
+    lines = [r.getMessage() for r in caplog.records]
+    settled = [line for line in lines if "outcome=retried" in line]
+    assert settled and settled[0].startswith("expectation=test.expect entity=testapp.thing#")
+    assert any(line.startswith("expectation test.expect[") and " raised" in line for line in lines)
+    assert not [line for line in lines if line.startswith("check")]
+
+
+def test_the_job_page__says_expectation_where_it_said_check(declare, make_thing, admin_client):
+    declare()
+    thing = make_thing()
+    job = prescient.expect(thing, "test.expect", now=T0)
+    assert job is not None
+    page = admin_client.get(f"/admin/prescient/futurejob/{job.pk}/change/").content.decode()
+    assert "No earlier jobs of this expectation for this entity." in page

@@ -195,9 +195,9 @@ if os.environ.get("PRESCIENT_TEST_PRUNE_EVERY"):
 # Declared only where a test asks for it (its child processes): a declared expectation adds its
 # figures to every status, dashboard and metrics answer, which other tests count queries of.
 if os.environ.get("PRESCIENT_TEST_EXPECTATION"):
-    from .rungs import declare, declare_async
+    from .rungs import declare, declare_async, declare_race
 
-    declare_async() if os.environ["PRESCIENT_TEST_EXPECTATION"] == "async" else declare()
+    {"async": declare_async, "race": declare_race}.get(os.environ["PRESCIENT_TEST_EXPECTATION"], declare)()
 
 
 # --- poison jobs (tests/faults/test_poison.py, tests/runtime/test_poison_processes.py) ----------

@@ -3,6 +3,7 @@
 import os
 import time
 from datetime import timedelta
+from typing import Any
 
 from django.db.models import Q
 
@@ -41,3 +42,24 @@ async def log_rung_async(thing: Thing, job: object, step: int) -> None:
 
 def declare_async() -> None:
     prescient.expectation(ASYNC_NAME, model="testapp.Thing", met=Q(status="shipped"), ladder=LADDER)(log_rung_async)
+
+
+RACE_NAME = "test.shipped_race"
+
+
+def log_rung_read(thing: Thing, job: Any, step: int) -> None:
+    """One row per call, 20 ms in: started when called (``started``) and when the rung read the instance
+    (``ended``: the rung's time in the job's payload, None where none is kept), both by the
+    host's wall clock, which the saving process reads too."""
+    from datetime import datetime
+
+    started = time.time()
+    time.sleep(0.02)  # a call to a mail server
+    reached = (job.payload or {}).get("reached") or []
+    read_at = datetime.fromisoformat(reached[step - 1]).timestamp() if len(reached) >= step else None
+    RunLog.objects.create(check_name=RACE_NAME, entity_key=f"{thing.pk}:{step}", pid=os.getpid(), started=started,
+                          ended=read_at)
+
+
+def declare_race() -> None:
+    prescient.expectation(RACE_NAME, model="testapp.Thing", met=Q(status="shipped"), ladder=LADDER)(log_rung_read)

@@ -35,7 +35,7 @@ from .ending import release_waiters, resolve_waiting
 from .history import prune_history
 from .inserting import ONE_PENDING_JOB, insert, insert_copies, insert_new
 from .jobs import new_job
-from .moves import STOP_CHANNEL, end, move, notify_stop, preview
+from .moves import STOP_CHANNEL, end, move, note_in_run, notify_stop, preview
 from .settle import settle
 from .tallies import count_rescues
 from .wake import CHANNEL, can_listen, notify
@@ -192,7 +192,7 @@ __all__ = [
     "can_listen",
     "cancel_current_query",
     "claim",
-        "count_rescues",
+    "count_rescues",
     "db_now",
     "end",
     "exclusive",
@@ -203,6 +203,7 @@ __all__ = [
     "lock_workflow",
     "move",
     "new_job",
+    "note_in_run",
     "notify",
     "notify_stop",
     "pause_workflow",

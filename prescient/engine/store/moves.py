@@ -105,6 +105,15 @@ def end(job: FutureJob, event: str, outcome: str, reason: str, now: datetime) ->
     return "ended"
 
 
+def note_in_run(job: FutureJob, payload: object) -> bool:
+    """Write ``payload`` on ``job`` while its run is in flight, if the row is still this run's:
+    claimed under the same token, with no end requested (a kill, a cancel, or an expectation met
+    by a save). Returns whether it was; False tells the run to go no further. The run's result,
+    written when it settles, replaces the payload again."""
+    still_ours = FutureJob.objects.filter(pk=job.pk, reserved_by=job.reserved_by, end_requested="")
+    return bool(job.reserved_by) and still_ours.update(payload=payload) == 1
+
+
 def _request_sleep(job: FutureJob, until: datetime) -> None:
     """Ask a locked job whose run is in flight to be due at ``until`` once the run returns (its
     result is then discarded)."""
