@@ -13,6 +13,7 @@ from .clock import db_now
 from .conf import stale_after_seconds
 from .expectations import KIND, registered
 from .models import FutureJob, JobHistory, Worker
+from .sla import DEFAULT_DAYS, ExpectationSla, sla
 from .states import Outcome, State
 
 #: The window of the met and missed counts of expectations.
@@ -98,14 +99,17 @@ class Status:
     expectations: list[ExpectationInfo] = field(default_factory=list)
     #: Due jobs held back, per limit or rate (by name); empty when none is declared.
     held: dict[str, int] = field(default_factory=dict)
+    #: Each expectation's SLA, day by day (:mod:`prescient.sla`), in the order of ``expectations``.
+    sla: list[ExpectationSla] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def snapshot(now: datetime | None = None) -> Status:
-    """Counts per state, jobs due, the oldest overdue job's lateness, live workers, last slot
-    (as of ``now``, by default the database's time)."""
+def snapshot(now: datetime | None = None, *, sla_days: int = DEFAULT_DAYS) -> Status:
+    """Counts per state, jobs due, the oldest overdue job's lateness, live workers, last slot,
+    expectations and their SLA over ``sla_days`` days (as of ``now``, by default the database's
+    time)."""
     now = now or db_now()
     counts = {state.value: 0 for state in State}
     for row in FutureJob.objects.order_by().values("state").annotate(n=Count("id")):
@@ -131,4 +135,5 @@ def snapshot(now: datetime | None = None) -> Status:
         last_slot_at=None if last_slot is None else last_slot.isoformat(),
         expectations=expectations(now),
         held=limits.held_counts(now, db_now() if limits.declared() else now),
+        sla=sla(now, days=sla_days),
     )

@@ -2,12 +2,13 @@
 
 Counts per state, the oldest overdue job, live workers, and three charts (:mod:`.charts`): jobs
 due per slot in the next 24 hours, jobs finished per slot in the past 24 hours and 7 days; a
-fourth when expectations are declared: those met and missed per slot in the past 7 days.
+fourth when expectations are declared: those met and missed per slot in the past 7 days, and
+each one's SLA as a table (:mod:`prescient.sla`): its days, met within each rung, missed.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import django
@@ -29,8 +30,10 @@ from prescient.expectations import registered as registered_expectations
 from prescient.kinds.links import admin_url, entity_link
 from prescient.models import FutureJob, JobHistory, Worker
 from prescient.queries import bucket_counts
+from prescient.sla import ExpectationSla
 from prescient.states import Outcome, State
 from prescient.status import snapshot
+from prescient.wording import offset_text
 
 
 def dashboard_charts(now: datetime) -> list[Chart]:
@@ -110,6 +113,37 @@ def sla_chart(now: datetime, slot_minutes: int) -> Chart:
     )
 
 
+def sla_tables(site: admin.AdminSite, request: HttpRequest, reports: list[ExpectationSla]) -> list[dict[str, Any]]:
+    """Each expectation's SLA as a table: its days as rows (newest first), a column per rung,
+    missed and other endings, the window's totals; its time to met beneath."""
+    history = can_view(site, request, JobHistory)
+
+    def duration(seconds: float | None) -> str:
+        return "-" if seconds is None else offset_text(seconds)
+
+    tables = []
+    for report in reports:
+        offsets = [offset_text(seconds) for seconds in report.ladder_seconds]
+        tables.append({
+            "name": report.name,
+            "history_url": admin_url(site, JobHistory, "changelist", job_exec=report.name) if history else None,
+            "rungs": [
+                {"number": k, "offset": offsets[k - 1] if k <= len(offsets) else ""}
+                for k in range(1, len(report.met) + 1)
+            ],
+            "days": [
+                {"date": date.fromisoformat(day.date), "met": day.met, "missed": day.missed, "other": day.other}
+                for day in report.days
+            ],
+            "total": {"met": report.met, "missed": report.missed, "other": report.other},
+            "p50": duration(report.time_to_met_p50_seconds),
+            "p95": duration(report.time_to_met_p95_seconds),
+            "count": report.time_to_met_count,
+            "time_zone": report.time_zone,
+        })
+    return tables
+
+
 def dashboard_context(site: admin.AdminSite, request: HttpRequest, now: datetime) -> dict[str, Any]:
     """What the dashboard shows; a fixed number of queries, whatever the number of jobs."""
     status = snapshot(now)
@@ -161,6 +195,7 @@ def dashboard_context(site: admin.AdminSite, request: HttpRequest, now: datetime
         ),
         "jobs_url": admin_url(site, FutureJob, "changelist"),
         "charts": dashboard_charts(now),
+        "sla_tables": sla_tables(site, request, status.sla),
         "slot_minutes": int(setting("SLOT_MINUTES")),
         "now": when(now),
     }

@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ..conf import MAX_DELAY_SECONDS
+from ..sla import DEFAULT_DAYS, MAX_DAYS, SAMPLE
 from ..states import Outcome, State
 
 #: Page sizes of the lists.
@@ -389,6 +390,36 @@ class ExpectationOut(Schema):
     pending: int = Field(description="Pending jobs of this expectation.")
     met: int = Field(description="Ended `met` in the past 24 hours.")
     missed: int = Field(description="Ended `missed` in the past 24 hours.")
+
+
+class SlaFilters(Schema):
+    days: int = Field(
+        DEFAULT_DAYS, ge=1, le=MAX_DAYS, description=f"Days, today included, in the site's time zone (1 to {MAX_DAYS})."
+    )
+
+
+class SlaDayOut(Schema):
+    date: str = Field(description="`YYYY-MM-DD`, in `time_zone`.")
+    met: list[int] = Field(description="`met[k - 1]`: met within rung k (before it fell due).")
+    missed: int
+    other: int = Field(description="Ended otherwise: the instance deleted, failed, cancelled or killed.")
+
+
+class ExpectationSlaOut(Schema):
+    name: str
+    ladder_seconds: list[float] = Field(description="The rungs' offsets from the start, in seconds.")
+    time_zone: str = Field(description="The zone of the days: the site's `TIME_ZONE`.")
+    since: datetime = Field(description="The start of the first day.")
+    until: datetime
+    days: list[SlaDayOut] = Field(description="Newest first.")
+    met: list[int] = Field(description="The window's totals, as in a day.")
+    missed: int
+    other: int
+    time_to_met_p50_seconds: float | None = Field(description="From the start to met; null when none was met.")
+    time_to_met_p95_seconds: float | None
+    time_to_met_count: int = Field(
+        description=f"The met jobs the percentiles are of (the window's latest {SAMPLE:,} at most)."
+    )
 
 
 class Error(Schema):

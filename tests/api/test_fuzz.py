@@ -121,8 +121,9 @@ def job_ids(make_job: Any) -> list[int]:
 
 
 def test_fuzz__every_operation_answers_as_its_openapi_document_says(
-    app: WSGIHandler, auth: dict[str, str], job_ids: list[int]
+    app: WSGIHandler, auth: dict[str, str], job_ids: list[int], declare: Any
 ) -> None:
+    declare("test.expect")  # an expectation whose SLA can be asked for
     schema = schemathesis.openapi.from_wsgi("/prescient/openapi.json", app)
     # Credentials come from the fixture; generating Authorization headers only to replace them is slow.
     schema.config.generation.update(with_security_parameters=False)
@@ -143,6 +144,9 @@ def test_fuzz__every_operation_answers_as_its_openapi_document_says(
                     ),
                     strategy,
                 )
+            if operation.path.endswith("{name}/sla") and mode == GenerationMode.POSITIVE:
+                # Random names are nearly all 404s: send some to the declared expectation.
+                strategy = st.one_of(operation.as_strategy(path_parameters={"name": "test.expect"}), strategy)
 
             @fuzz_settings(examples)
             @given(case=strategy)
@@ -156,7 +160,7 @@ def test_fuzz__every_operation_answers_as_its_openapi_document_says(
 
     total = sum(sent.values())
     print(f"schemathesis sent {total} requests: {sent}")
-    assert len(sent) == 19  # every operation, GET expectations included
+    assert len(sent) == 20  # every operation, GET expectations and its SLA included
     assert total >= MINIMUM_REQUESTS
 
 

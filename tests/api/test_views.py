@@ -731,6 +731,7 @@ def test_openapi__the_document_describes_every_endpoint():
         "/prescient/tasks/{job_id}/sleep", "/prescient/workflows/{name}/pause", "/prescient/workflows/{name}/release",
         "/prescient/history", "/prescient/health", "/prescient/schedules", "/prescient/schedules/{name}",
         "/prescient/schedules/{name}/pause", "/prescient/schedules/{name}/resume", "/prescient/expectations",
+        "/prescient/expectations/{name}/sla",
     }
     schemes = document["components"]["securitySchemes"]
     assert schemes["BearerToken"]["scheme"] == "bearer"

@@ -5,10 +5,11 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
+from prescient.sla import DEFAULT_DAYS, MAX_DAYS, ExpectationSla
 from prescient.status import snapshot
 from prescient.wording import offset_text
 
-from ._args import PrescientCommand, aware_datetime
+from ._args import PrescientCommand, Whole, aware_datetime
 
 #: Seconds of clock skew between a worker's host and the database above which status warns.
 CLOCK_SKEW_WARNING = 1.0
@@ -20,9 +21,13 @@ class Command(PrescientCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="Print one JSON object.")
         parser.add_argument("--now", type=aware_datetime, default=None, help="As of this time (ISO 8601 with offset).")
+        parser.add_argument(
+            "--sla-days", type=Whole(1, MAX_DAYS, " of days"), default=DEFAULT_DAYS, metavar="N",
+            help=f"Days of each expectation's SLA, today included (default {DEFAULT_DAYS}).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        status = snapshot(options["now"])
+        status = snapshot(options["now"], sla_days=options["sla_days"])
         if options["json"]:
             self.stdout.write(json.dumps(status.as_dict(), sort_keys=True))
             return
@@ -42,6 +47,7 @@ class Command(PrescientCommand):
             )
         if status.expectations:
             write(f"expectations: {len(status.expectations)} (met / missed in the past 24 hours)")
+        reports = {report.name: report for report in status.sla}
         for e in status.expectations:
             ladder = ", ".join(offset_text(seconds) for seconds in e.ladder_seconds)
             calendar = f" calendar={e.calendar}" if e.calendar else ""
@@ -49,9 +55,37 @@ class Command(PrescientCommand):
                 f"  {e.name}  model={e.model} ladder=[{ladder}]{calendar} "
                 f"pending={e.pending} met={e.met} missed={e.missed}"
             )
+            if e.name in reports:
+                for line in sla_lines(reports[e.name]):
+                    write("    " + line)
         for w in status.workers:
             if abs(w.clock_skew_seconds) > CLOCK_SKEW_WARNING:
                 self.stderr.write(self.style.WARNING(
                     f"warning: the clock of {w.hostname} (worker {w.name}) is {w.clock_skew_seconds:+.1f}s off the "
                     "database's; prescient judges time by the database, but fix the host's clock (NTP)"
                 ))
+
+
+def sla_lines(report: ExpectationSla) -> list[str]:
+    """An expectation's SLA as a few lines: the window's totals and percentiles, then a table of
+    its days (newest first), a column per rung."""
+    def duration(seconds: float | None) -> str:
+        return "-" if seconds is None else offset_text(seconds)
+
+    met = " ".join(f"rung {k}={n}" for k, n in enumerate(report.met, 1))
+    heads = [*(f"rung {k}" for k in range(1, len(report.met) + 1)), "missed", "other"]
+    rows = [[*day.met, day.missed, day.other] for day in report.days]
+    widths = [max(len(head), *(len(str(row[i])) for row in rows)) for i, head in enumerate(heads)]
+    summary = (
+        f"SLA, {len(report.days)} days to {report.days[0].date} ({report.time_zone}): met within {met} "
+        f"missed={report.missed} other={report.other}; time to met p50={duration(report.time_to_met_p50_seconds)} "
+        f"p95={duration(report.time_to_met_p95_seconds)} (of {report.time_to_met_count} met)"
+    )
+    return [
+        summary,
+        "day         " + "  ".join(head.rjust(width) for head, width in zip(heads, widths, strict=True)),
+        *(
+            f"{day.date}  " + "  ".join(str(n).rjust(width) for n, width in zip(row, widths, strict=True))
+            for day, row in zip(report.days, rows, strict=True)
+        ),
+    ]
