@@ -2,8 +2,10 @@
 
 A pending expectation is one job; its ``payload`` holds its ladder as it fell for its instance
 (``rungs``: aware times, counted from its start in its calendar's open time), the number of
-rungs reached (``step``), its calendar, and, once met, when (``met_at``). At each rung the
-instance is read by primary key (the batch's, in bulk, one query per expectation for a Q):
+rungs reached (``step``) and when each was climbed (``reached``), its calendar, and, once met,
+when (``met_at``). At each rung the instance is read by primary key (the batch's in bulk first,
+one query per expectation for a Q), then read again, locked, in the short transaction that
+records the rung (:func:`read_and_record`), just before its handler would be called:
 
 - it meets the expectation: the job ends ``met`` and the handler is not called;
 - it does not: ``handler(instance, job, step)`` is called, then
