@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.checks import CheckMessage
 from django.core.exceptions import FieldError
-from django.db import models, transaction
+from django.db import connections, models, router, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.html import format_html
@@ -127,17 +127,20 @@ def read_and_record(
     reached = payload.get("reached")
     payload["reached"] = [*(reached if isinstance(reached, list) else [])[: step - 1], read_at.isoformat()]
     model = type(instance)
-    with transaction.atomic():
-        features = transaction.get_connection().features
+    model_db, jobs_db = router.db_for_write(model, instance=instance), router.db_for_write(FutureJob)
+    # One transaction where the model and the jobs share a database (the usual case).
+    with transaction.atomic(using=model_db), transaction.atomic(using=jobs_db, savepoint=False):
+        features = connections[model_db].features
         locks = features.has_select_for_update
         if not locks and not store.note_in_run(job, payload):
             return LEFT, instance
-        rows = model._base_manager.filter(pk=instance.pk)
+        rows = model._base_manager.db_manager(model_db).filter(pk=instance.pk)
         if locks:
             rows = rows.select_for_update(no_key=features.has_select_for_no_key_update)
         row = rows.first()
         if row is None or expectation.met_by(row):
-            transaction.set_rollback(True)  # nothing recorded: the job ends
+            for alias in {model_db, jobs_db}:  # nothing recorded: the job ends
+                transaction.set_rollback(True, using=alias)
             return (GONE if row is None else MET), instance
         if locks and not store.note_in_run(job, payload):
             return LEFT, row
