@@ -1,5 +1,8 @@
 """The dashboard's charts, laid out here and drawn as SVG by ``prescient/admin/chart.html``.
 
+The bars are SVG, stretched to the page's width; the labels are HTML beside and under them, so
+that they keep their size (11 px) at every width instead of shrinking with the drawing.
+
 Pure geometry: bucket lengths (:func:`bucket_minutes`), the scale (:func:`nice_ceiling`), and
 stacked bars (:func:`build_chart`) from counts that :func:`prescient.queries.bucket_counts`
 takes from the database.
@@ -21,7 +24,8 @@ DAY_MINUTES = 24 * 60
 WEEK_MINUTES = 7 * DAY_MINUTES
 # The SVG's own coordinates; it scales to the page's width.
 CHART_WIDTH, CHART_HEIGHT = 720, 170
-PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 40, 8, 10, 22
+# No left margin: the y labels are HTML in a gutter of their own, beside the drawing.
+PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 0, 8, 10, 22
 
 
 def bucket_minutes(span_minutes: int, slot_minutes: int) -> int:
@@ -64,6 +68,8 @@ class Series:
     key: str
     label: str
     total: int = 0
+    #: Its colour (an outcome's, as every chart and badge shows it: display.OUTCOME_HUES).
+    colour: str = "#777777"
 
     @property
     def css(self) -> str:
@@ -77,6 +83,7 @@ class Segment:
     y: str
     width: str
     height: str
+    colour: str = ""
 
 
 @dataclass
@@ -90,6 +97,9 @@ class Tick:
     x: str
     y: str
     label: str
+    #: Where the label goes across the plot, in per cent of its width (the labels are HTML
+    #: over the SVG, so that they keep their size at every width while the bars stretch).
+    left: str = "0"
 
 
 @dataclass
@@ -119,6 +129,7 @@ class Chart:
     @property
     def middle(self) -> tuple[str, str]:
         return _coordinate((self.left + self.right) / 2), _coordinate((self.top + self.baseline) / 2)
+
 
 
 def build_chart(
@@ -152,7 +163,8 @@ def build_chart(
         minute_of_day = local.hour * 60 + local.minute
         if minute_of_day % label_every < minutes:
             chart.x_ticks.append(
-                Tick(_coordinate(x), str(chart.baseline + 15), dateformat.format(local, label_format))
+                Tick(_coordinate(x), str(chart.baseline + 4), dateformat.format(local, label_format),
+                     _coordinate((x - chart.left) / (chart.right - chart.left) * 100))
             )
         if not height:
             continue
@@ -166,7 +178,8 @@ def build_chart(
             y -= drawn
             segments.append(
                 Segment(
-                    entry.css, _coordinate(x + gap / 2), _coordinate(y), _coordinate(step - gap), _coordinate(drawn)
+                    entry.css, _coordinate(x + gap / 2), _coordinate(y), _coordinate(step - gap), _coordinate(drawn),
+                    entry.colour,
                 )
             )
             parts.append(f"{value} {entry.label}")
@@ -179,5 +192,5 @@ def build_chart(
     ticks = [0, scale // 2, scale] if scale % 2 == 0 else [0, scale]
     for value in ticks:
         y = chart.baseline - value / scale * plot_height
-        chart.y_ticks.append(Tick(str(chart.left - 6), _coordinate(y), str(value)))
+        chart.y_ticks.append(Tick(str(chart.left - 6), _coordinate(y), str(value), "0"))
     return chart

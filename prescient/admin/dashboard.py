@@ -24,7 +24,7 @@ from django.utils.translation import gettext
 
 from prescient import slots
 from prescient.admin.charts import DAY_MINUTES, WEEK_MINUTES, Chart, Series, bucket_label, bucket_minutes, build_chart
-from prescient.admin.display import STATE_COLOURS, AdminMixinBase, badge, can_view, when
+from prescient.admin.display import OUTCOME_HUES, STATE_COLOURS, AdminMixinBase, badge, can_view, when
 from prescient.conf import setting
 from prescient.expectations import registered as registered_expectations
 from prescient.kinds.links import admin_url, entity_link
@@ -39,7 +39,7 @@ from prescient.wording import offset_text
 def dashboard_charts(now: datetime) -> list[Chart]:
     """Jobs due per slot for the next 24 hours; jobs finished per slot for the past 24 hours and 7 days."""
     slot_minutes = int(setting("SLOT_MINUTES"))
-    outcomes = [Series(outcome.value, str(outcome.label).lower()) for outcome in Outcome]
+    outcomes = [Series(outcome.value, str(outcome.label).lower(), colour=OUTCOME_HUES[outcome]) for outcome in Outcome]
     charts = []
 
     minutes = bucket_minutes(DAY_MINUTES, slot_minutes)
@@ -52,7 +52,7 @@ def dashboard_charts(now: datetime) -> list[Chart]:
         gettext("Scheduled jobs by due time, per %(bucket)s. Overdue jobs count under “due now”.")
         % {"bucket": bucket_label(minutes, slot_minutes)},
         gettext("No scheduled job is due in the next 24 hours."),
-        [Series(State.SCHEDULED.value, gettext("scheduled"))],
+        [Series(State.SCHEDULED.value, gettext("scheduled"), colour=OUTCOME_HUES[State.SCHEDULED])],
     )
     counts = bucket_counts(due, "next_check_at", start, minutes, key="state")
     charts.append(
@@ -76,7 +76,7 @@ def dashboard_charts(now: datetime) -> list[Chart]:
             gettext("Jobs that left the live table, by outcome, per %(bucket)s.")
             % {"bucket": bucket_label(minutes, slot_minutes)},
             gettext("No job finished in this period."),
-            [Series(entry.key, entry.label) for entry in outcomes],
+            [Series(entry.key, entry.label, colour=entry.colour) for entry in outcomes],
         )
         counts = bucket_counts(finished, "finished_at", start, minutes, key="outcome")
         charts.append(
@@ -104,7 +104,8 @@ def sla_chart(now: datetime, slot_minutes: int) -> Chart:
         gettext("Expectations met (in time) and missed (past their last rung), per %(bucket)s.")
         % {"bucket": bucket_label(minutes, slot_minutes)},
         gettext("No expectation ended in this period."),
-        [Series(Outcome.MET.value, gettext("met")), Series(Outcome.MISSED.value, gettext("missed"))],
+        [Series(Outcome.MET.value, gettext("met"), colour=OUTCOME_HUES[Outcome.MET]),
+         Series(Outcome.MISSED.value, gettext("missed"), colour=OUTCOME_HUES[Outcome.MISSED])],
     )
     counts = bucket_counts(ended, "finished_at", start, minutes, key="outcome")
     return build_chart(

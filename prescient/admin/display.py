@@ -54,17 +54,29 @@ STATE_COLOURS: dict[str, str] = {
     State.BURIED: ERROR,
     State.WAITING: "var(--darkened-bg, #f8f8f8)",
 }
-OUTCOME_COLOURS: dict[str, str] = {
-    Outcome.COMPLETED: SUCCESS,
-    Outcome.MAX_CHECKS: WARNING,
-    Outcome.HORIZON: WARNING,
-    Outcome.FAILED: ERROR,
-    Outcome.ENTITY_MISSING: QUIET,
-    Outcome.CANCELLED: QUIET,
-    Outcome.KILLED: ERROR,
-    Outcome.MET: SUCCESS,
-    Outcome.MISSED: ERROR,
+#: One colour per outcome (and for jobs still scheduled), the same in every chart and badge:
+#: Okabe and Ito's palette for colour-blind readers (its eight, then two greys), each outcome
+#: its own. The text beside it (legend, badge) carries the meaning; the colour tells them apart.
+OUTCOME_HUES: dict[str, str] = {
+    State.SCHEDULED: "#56b4e9",  # sky blue
+    Outcome.COMPLETED: "#009e73",  # bluish green
+    Outcome.MET: "#0072b2",  # blue
+    Outcome.FAILED: "#d55e00",  # vermillion
+    Outcome.KILLED: "#cc79a7",  # reddish purple
+    Outcome.MISSED: "#e69f00",  # orange
+    Outcome.MAX_CHECKS: "#f0e442",  # yellow
+    Outcome.HORIZON: "#000000",  # black
+    Outcome.CANCELLED: "#999999",  # grey
+    Outcome.ENTITY_MISSING: "#5f4b32",  # dark brown
 }
+
+
+def tint(hue: str) -> str:
+    """A badge's background: ``hue`` over the page's own background (light or dark mode)."""
+    return f"color-mix(in srgb, {hue} 30%, var(--body-bg, #fff))"
+
+
+OUTCOME_COLOURS: dict[str, str] = {outcome: tint(OUTCOME_HUES[outcome]) for outcome in Outcome}
 
 
 # --- rendering helpers -------------------------------------------------------------------------

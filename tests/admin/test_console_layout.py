@@ -237,3 +237,44 @@ def test_finished_jobs__a_job_that_ran_once_shows_one_check(live_server, browser
         screenshot(page, "admin-history-ran-once.png")
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("width", [420, 1024, 1600])
+def test_charts__labels_keep_their_size_and_each_outcome_its_own_colour(live_server, browser, console, width):
+    """#35 item 3: the SVG scaled as one block, so its labels were 6-7 px at 420/768 and 20 px at
+    1600/1920; outcomes shared three colours. Labels are HTML now, 11-14 px at every width, and
+    every outcome of the legends (and the history's badges) has a colour of its own."""
+    # One finished job of each outcome in the last minutes, for the legends and the badges.
+    JobHistory.objects.bulk_create([
+        JobHistory.from_job(console["buried"], outcome, console["now"] - timedelta(minutes=n + 1))
+        for n, outcome in enumerate(Outcome)
+    ])
+    context, page = page_at(browser, live_server, width)
+    try:
+        page.goto(f"{live_server.url}/admin/prescient/futurejob/dashboard/")
+        sizes = page.evaluate(
+            """() => [...document.querySelectorAll('.prescient-chart .prescient-label:not(.prescient-empty)')]
+                  .map(e => ({size: parseFloat(getComputedStyle(e).fontSize), height: e.getBoundingClientRect().height,
+                              text: e.textContent}))"""
+        )
+        assert sizes, "no chart labels"
+        assert all(11 <= s["size"] <= 14 and s["height"] >= 10 for s in sizes), sizes
+        week = page.evaluate(
+            """() => [...document.querySelectorAll('#prescient-chart-week .prescient-legend li')]
+                  .map(li => [li.textContent.trim().split(' ')[0],
+                              getComputedStyle(li.querySelector('.prescient-swatch')).backgroundColor])"""
+        )
+        assert len(week) == len(Outcome), week
+        assert len({colour for _, colour in week}) == len(Outcome), week
+        assert sideways(page)["page"] <= sideways(page)["window"]
+        if width == 1600:
+            page.goto(f"{live_server.url}/admin/prescient/jobhistory/")
+            badges = page.evaluate(
+                """() => [...document.querySelectorAll('#result_list span[style*="color-mix"]')]
+                      .map(e => [e.textContent.trim(), getComputedStyle(e).backgroundColor])"""
+            )
+            by_outcome = dict(badges)
+            assert len(by_outcome) >= len(Outcome) - 1, badges  # the first page may miss one
+            assert len(set(by_outcome.values())) == len(by_outcome), by_outcome
+    finally:
+        context.close()
