@@ -143,9 +143,7 @@ def judge(label: str, pk: Any, *, now: datetime | None = None) -> int:
             endings.append((name, Outcome.ENTITY_MISSING))
         elif met or (met is None and _callable_met(compiled.callables.get(name), pk)):
             endings.append((name, Outcome.MET))
-    for name, outcome in endings:
-        _end(label, str(pk), name, outcome, _now(now), alias)
-    return len(endings)
+    return sum(_end(label, str(pk), name, outcome, _now(now), alias) for name, outcome in endings)
 
 
 def _callable_met(entry: Expectation | None, pk: Any) -> bool:
@@ -162,18 +160,20 @@ def _callable_met(entry: Expectation | None, pk: Any) -> bool:
         return False
 
 
-def _end(label: str, key: str, name: str, outcome: str, now: datetime, alias: str) -> None:
+def _end(label: str, key: str, name: str, outcome: str, now: datetime, alias: str) -> bool:
+    """End the job now, or once its rung in flight returns; False when it had ended meanwhile."""
     with transaction.atomic(using=alias):
         job = FutureJob.objects.using(alias).select_for_update().filter(
             entity_name=label, entity_key=key, job_exec=name
         ).first()
         if job is None:
-            return  # ended meanwhile (its rung, another save)
+            return False  # ended meanwhile (its rung, another save)
         if outcome == Outcome.MET:
             mark_met(job, now)
         # A rung in flight: the job ends met when it returns, with this met_at (the store
         # writes the payload beside the request).
         store.end(job, Event.CANCEL, outcome, "met at save" if outcome == Outcome.MET else "deleted", now)
+    return True
 
 
 def judge_safely(label: str, pk: Any) -> None:
