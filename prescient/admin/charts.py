@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.utils import dateformat, timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, ngettext
 
 #: A chart has at most this many bars: a longer span takes buckets of several slots.
 MAX_BARS = 168
@@ -34,6 +34,32 @@ def bucket_minutes(span_minutes: int, slot_minutes: int) -> int:
         if minutes % slot_minutes == 0 and span_minutes % minutes == 0 and span_minutes // minutes <= MAX_BARS:
             return minutes
     return span_minutes
+
+
+#: The spans a near-term chart may cover, in minutes, longest first (a day at most).
+NEAR_SPANS = (DAY_MINUTES, 12 * 60, 6 * 60, 3 * 60, 2 * 60, 60)
+
+
+def near_span(slot_minutes: int) -> int:
+    """How far the near-term charts reach (jobs due next, jobs finished lately): the longest of
+    :data:`NEAR_SPANS` drawn one bar per slot (at most MAX_BARS bars), so that a bar is a slot
+    whatever ``SLOT_MINUTES`` says: a day of 15-minute slots, two hours of one-minute slots.
+    Spans shorter than an hour take an hour."""
+    for span in NEAR_SPANS:
+        if span <= MAX_BARS * slot_minutes and span % slot_minutes == 0:
+            return span
+    return NEAR_SPANS[-1]
+
+
+def span_text(minutes: int) -> str:
+    """``24 hours``, ``2 hours``, ``1 hour``."""
+    hours = minutes // 60
+    return ngettext("%(count)d hour", "%(count)d hours", hours) % {"count": hours}
+
+
+def label_every(span: int) -> int:
+    """Minutes between the x labels of a near-term chart: about eight labels across it."""
+    return {DAY_MINUTES: 180, 12 * 60: 90, 6 * 60: 60, 3 * 60: 30, 2 * 60: 15, 60: 10}.get(span, max(span // 8, 1))
 
 
 def bucket_label(minutes: int, slot_minutes: int) -> str:

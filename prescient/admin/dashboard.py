@@ -1,9 +1,10 @@
 """The dashboard page of the job list: its view (:class:`DashboardMixin`) and what it shows.
 
 Counts per state, the oldest overdue job, live workers, and three charts (:mod:`.charts`): jobs
-due per slot in the next 24 hours, jobs finished per slot in the past 24 hours and 7 days; a
-fourth when expectations are declared: those met and missed per slot in the past 7 days, and
-each one's SLA as a table (:mod:`prescient.sla`): its days, met within each rung, missed.
+due per slot in the near term (24 hours of 15-minute slots), jobs finished per slot as long
+before now, and in the past 7 days; a fourth when expectations are declared: those met and
+missed per slot in the past 7 days, and each one's SLA as a table (:mod:`prescient.sla`): its
+days, met within each rung, missed.
 """
 
 from __future__ import annotations
@@ -23,7 +24,18 @@ from django.utils.timesince import timesince
 from django.utils.translation import gettext
 
 from prescient import slots
-from prescient.admin.charts import DAY_MINUTES, WEEK_MINUTES, Chart, Series, bucket_label, bucket_minutes, build_chart
+from prescient.admin.charts import (
+    DAY_MINUTES,
+    WEEK_MINUTES,
+    Chart,
+    Series,
+    bucket_label,
+    bucket_minutes,
+    build_chart,
+    label_every,
+    near_span,
+    span_text,
+)
 from prescient.admin.display import OUTCOME_HUES, STATE_COLOURS, AdminMixinBase, badge, can_view, when
 from prescient.conf import setting
 from prescient.expectations import registered as registered_expectations
@@ -37,33 +49,37 @@ from prescient.wording import offset_text
 
 
 def dashboard_charts(now: datetime) -> list[Chart]:
-    """Jobs due per slot for the next 24 hours; jobs finished per slot for the past 24 hours and 7 days."""
+    """Jobs due per slot in the near term (a day of 15-minute slots: charts.near_span), jobs
+    finished per slot in the same span before now, and per hour (or slot) in the past 7 days."""
     slot_minutes = int(setting("SLOT_MINUTES"))
     outcomes = [Series(outcome.value, str(outcome.label).lower(), colour=OUTCOME_HUES[outcome]) for outcome in Outcome]
     charts = []
 
-    minutes = bucket_minutes(DAY_MINUTES, slot_minutes)
+    # A bar per slot: a day of 15-minute slots, two hours of one-minute slots (charts.near_span).
+    near = near_span(slot_minutes)
+    minutes = bucket_minutes(near, slot_minutes)
     start = slots.floor(now, minutes)
-    end = start + timedelta(days=1)
+    end = start + timedelta(minutes=near)
     due = FutureJob.objects.filter(state=State.SCHEDULED, next_check_at__gte=start, next_check_at__lt=end)
     chart = Chart(
         "due",
-        gettext("Due in the next 24 hours"),
+        gettext("Due in the next %(span)s") % {"span": span_text(near)},
         gettext("Scheduled jobs by due time, per %(bucket)s. Overdue jobs count under “due now”.")
         % {"bucket": bucket_label(minutes, slot_minutes)},
-        gettext("No scheduled job is due in the next 24 hours."),
+        gettext("No scheduled job is due in the next %(span)s.") % {"span": span_text(near)},
         [Series(State.SCHEDULED.value, gettext("scheduled"), colour=OUTCOME_HUES[State.SCHEDULED])],
     )
     counts = bucket_counts(due, "next_check_at", start, minutes, key="state")
     charts.append(
         build_chart(
-            chart, counts, start, minutes, DAY_MINUTES // minutes,
-            label_every=180, label_format="H:i", title_format="H:i",
+            chart, counts, start, minutes, near // minutes,
+            label_every=label_every(near), label_format="H:i", title_format="H:i",
         )
     )
 
-    for key, title, span, label_every, label_format, title_format in (
-        ("day", gettext("Finished in the past 24 hours"), DAY_MINUTES, 180, "H:i", "H:i"),
+    for key, title, span, every, label_format, title_format in (
+        ("day", gettext("Finished in the past %(span)s") % {"span": span_text(near)}, near, label_every(near),
+         "H:i", "H:i"),
         ("week", gettext("Finished in the past 7 days"), WEEK_MINUTES, DAY_MINUTES, "D j", "D j, H:i"),
     ):
         minutes = bucket_minutes(span, slot_minutes)
@@ -82,7 +98,7 @@ def dashboard_charts(now: datetime) -> list[Chart]:
         charts.append(
             build_chart(
                 chart, counts, start, minutes, span // minutes,
-                label_every=label_every, label_format=label_format, title_format=title_format,
+                label_every=every, label_format=label_format, title_format=title_format,
             )
         )
     if any(True for _ in registered_expectations()):

@@ -450,3 +450,25 @@ def test_date_hierarchy__lists_the_span_from_one_query(admin_client, make_job, t
     assert hierarchy["back"]["title"] == back
     assert [choice["title"] for choice in hierarchy["choices"]] == choices
     assert 'class="toplinks"' in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("slot_minutes", "span", "bar"),
+    [(15, 24 * 60, 15), (1, 120, 1), (5, 12 * 60, 5), (60, 24 * 60, 60), (30, 24 * 60, 30)],
+)
+def test_near_term_charts__draw_a_bar_per_slot(slot_minutes, span, bar):
+    """#35 item 3: with one-minute slots every job fell into one or two 10-minute bars of a
+    24-hour chart; the near-term charts now reach as far as a bar per slot allows."""
+    from prescient.admin.charts import MAX_BARS, bucket_minutes, near_span
+
+    assert near_span(slot_minutes) == span
+    assert bucket_minutes(span, slot_minutes) == bar
+    assert span // bar <= MAX_BARS
+
+
+@pytest.mark.django_db
+def test_dashboard__with_one_minute_slots_titles_the_span_it_draws(admin_client, settings):
+    settings.PRESCIENT = {**settings.PRESCIENT, "SLOT_MINUTES": 1}
+    content = admin_client.get(reverse("admin:prescient_futurejob_dashboard")).content.decode()
+    assert "Due in the next 2 hours" in content and "Finished in the past 2 hours" in content
+    assert "per 1 min (one slot)" in content
