@@ -36,7 +36,7 @@ from prescient.admin.charts import (
     near_span,
     span_text,
 )
-from prescient.admin.display import OUTCOME_HUES, STATE_COLOURS, AdminMixinBase, badge, can_view, when
+from prescient.admin.display import OUTCOME_HUES, STATE_COLOURS, AdminMixinBase, badge, breakable, can_view, when
 from prescient.conf import setting
 from prescient.expectations import registered as registered_expectations
 from prescient.kinds.links import admin_url, entity_link
@@ -188,6 +188,9 @@ def dashboard_context(site: admin.AdminSite, request: HttpRequest, now: datetime
         {
             "name": info.name,
             "host": info.hostname,
+            # As shown: a line may break after a ":" or ".", never inside a part.
+            "name_html": breakable(info.name),
+            "host_html": breakable(info.hostname),
             "pid": info.pid,
             "concurrency": info.concurrency,
             "heartbeat": gettext("%(seconds)d s ago") % {"seconds": info.heartbeat_age_seconds},

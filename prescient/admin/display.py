@@ -8,6 +8,7 @@ check and workflow filters, a date hierarchy from one query and an exact search
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -16,8 +17,8 @@ from django.contrib.admin.exceptions import NotRegistered
 from django.db.models import Max, Min, Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils import formats, timezone
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import capfirst
 from django.utils.timesince import timesince
 from django.utils.translation import gettext
@@ -106,6 +107,12 @@ def entity_cell(site: admin.AdminSite, row: FutureJob | JobHistory) -> str:
     except UnknownKind:
         return f"{row.entity_name}#{row.entity_key}"
     return kind.describe_html(row, site)
+
+
+def breakable(name: str) -> SafeString:
+    """``name`` (a worker's ``host:pid:id``, a host's ``ip-10-0-12-30.eu-west-1…``) with a line
+    break allowed after each ``:`` and ``.`` and nowhere inside its parts."""
+    return mark_safe(re.sub(r"([:.])", r"\1<wbr>", str(escape(name))))  # escaped first
 
 
 def kind_word(row: FutureJob | JobHistory) -> str:

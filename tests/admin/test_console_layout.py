@@ -278,3 +278,41 @@ def test_charts__labels_keep_their_size_and_each_outcome_its_own_colour(live_ser
             assert len(set(by_outcome.values())) == len(by_outcome), by_outcome
     finally:
         context.close()
+
+
+#: Whether a word of the cells of ``selector`` is split over two lines: each run of letters and
+#: digits between spaces, ":", "." and "-" (where browsers break hyphenated words) must stay
+#: on one line (one client rect).
+BROKEN_WORDS = """(selector) => {
+  const broken = [];
+  for (const cell of document.querySelectorAll(selector)) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const m of node.textContent.matchAll(/[^\\s:.()-]+/g)) {
+        const range = document.createRange();
+        range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+        const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+        if (lines.size > 1) broken.push(m[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+
+
+@pytest.mark.parametrize("width", [420, 1024, 1344, 1600])
+def test_dashboard__breaks_no_word_inside_a_name_or_a_heading(live_server, browser, console, width):
+    """#35 item 3: "Workers alive" broke words at every width ("CONCU RRENC Y", "vm:10259
+    :11b80a9 2"). Lines break between words and after a name's ":" or "."; in a card narrower
+    than 480 px (at 420 px, and as one of three at 1344) the workers' table is a list."""
+    busy_workers(console["now"])
+    context, page = page_at(browser, live_server, width)
+    try:
+        page.goto(f"{live_server.url}/admin/prescient/futurejob/dashboard/")
+        assert page.evaluate(BROKEN_WORDS, "#prescient-workers th, #prescient-workers td") == []
+        assert sideways(page)["page"] <= sideways(page)["window"]
+        card = page.evaluate("() => document.querySelector('#prescient-workers').getBoundingClientRect().width")
+        header = page.evaluate("() => getComputedStyle(document.querySelector('#prescient-workers thead')).display")
+        assert (header == "none") == (card <= 480), (card, header)  # a list in a narrow card
+    finally:
+        context.close()
