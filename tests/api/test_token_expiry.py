@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
 from django.utils import timezone
 
 from prescient.api import tokens
@@ -81,3 +82,10 @@ def test_token_admin__sets_and_shows_the_expiry(user):
     assert 'name="expires_at_0"' in client.get(f"/admin/prescient/apitoken/{token.pk}/change/").content.decode()
     ApiToken.objects.update(expires_at=timezone.now() - timedelta(minutes=1))
     assert ">expired<" in client.get("/admin/prescient/apitoken/").content.decode()
+
+
+def test_metrics__an_expired_token_is_the_same_401(user):
+    secret = make_token(user)
+    ApiToken.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    response = Client().get("/prescient/metrics", headers={"Authorization": f"Bearer {secret}"})
+    assert response.status_code == 401 and "The token expired at" in response.json()["message"]
