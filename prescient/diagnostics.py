@@ -158,6 +158,14 @@ AUTOVACUUM_OFF = Diagnostic(
     "`ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf();` (as PostgreSQL ships), or "
     "`VACUUM (ANALYZE) prescient_futurejob` every few minutes from cron",
 )
+API_TOKENS_OVER_HTTP = Diagnostic(
+    "prescient.W013", WARNING, "the JSON API is mounted but nothing in the settings says requests arrive "
+    "over HTTPS: `SECURE_SSL_REDIRECT` is off and `SECURE_PROXY_SSL_HEADER` is unset, so the API's bearer "
+    "tokens may travel in clear. A deployment check: `manage.py check --deploy` says it",
+    "serve the API over HTTPS only: `SECURE_SSL_REDIRECT = True`, or, behind a proxy that terminates TLS "
+    "(and refuses or redirects plain HTTP), `SECURE_PROXY_SSL_HEADER`; give clients `https://` URLs, since "
+    "a redirect comes after the token was sent ([api.md](api.md))",
+)
 
 # --- information ----------------------------------------------------------------------------------
 

@@ -22,14 +22,13 @@ if TYPE_CHECKING:
 
 from prescient import slots
 from prescient.conf import stale_after_seconds
-from prescient.models import FutureJob, JobHistory, Worker
-from prescient.states import Outcome, State
+from prescient.models import FutureJob, Worker
+from prescient.models.workers import given_name
+from prescient.states import State
 
 #: Rows counted one by one before a count becomes the planner's estimate (PostgreSQL only):
 #: counting a million rows exactly takes longer than a scrape may (as Oban Met does).
 EXACT_COUNT_LIMIT = 10_000
-#: The window of ``prescient_finished_jobs``.
-FINISHED_WINDOW = timedelta(hours=1)
 
 
 class EpochBucket(Func):
@@ -152,7 +151,10 @@ def counts(querysets: Mapping[str, QuerySet[Any]], exact_up_to: int = EXACT_COUN
 
 @dataclass
 class WorkerFigure:
+    #: Its unique name (new at each start), its host and the name it was given (stable).
     name: str
+    host: str
+    given_name: str
     #: The worker's host clock minus the database's, at its last heartbeat.
     clock_skew_seconds: float
 
@@ -170,20 +172,8 @@ class Figures:
     oldest_overdue_seconds: float
     #: Workers that heart-beat within the stale period and have not stopped.
     workers: list[WorkerFigure]
-    #: History rows finished in the last :data:`FINISHED_WINDOW`, per outcome (zeros included).
-    finished: dict[str, int]
-    #: Counts that are the planner's estimate rather than exact ("jobs:<state>", "due",
-    #: "finished:<outcome>").
+    #: Counts that are the planner's estimate rather than exact ("jobs:<state>", "due").
     estimated: list[str] = field(default_factory=list)
-
-
-def finished_between(since: datetime, until: datetime) -> dict[str, QuerySet[JobHistory]]:
-    """``{outcome: its history rows with since <= finished_at < until}``, every outcome named:
-    each a range of the ``(outcome, finished_at)`` index, never the whole table."""
-    return {
-        outcome: JobHistory.objects.filter(outcome=outcome, finished_at__gte=since, finished_at__lt=until)
-        for outcome in Outcome.values
-    }
 
 
 def figures(now: datetime, *, exact_up_to: int = EXACT_COUNT_LIMIT) -> Figures:
@@ -191,23 +181,22 @@ def figures(now: datetime, *, exact_up_to: int = EXACT_COUNT_LIMIT) -> Figures:
 
     Jobs per state: one capped count per state (the partial index ``prescient_job_due`` for
     ``scheduled``, ``prescient_job_workflow`` for the others), the planner's estimate above
-    ``exact_up_to`` on PostgreSQL; the same for the history rows of the last hour per outcome
-    (``prescient_hist_outcome``), so a busy hour's millions are never counted one by one. Due
-    jobs and the oldest one: ``prescient_job_due``. Workers: their own small table.
+    ``exact_up_to`` on PostgreSQL, so a busy queue's millions are never counted one by one. Due
+    jobs and the oldest one: ``prescient_job_due``. Workers: their own small table. (What ended
+    is counted by the running totals, ``prescient_job_outcomes_total``; no history is read.)
     """
     due_jobs = FutureJob.objects.due(now)
     querysets = {f"jobs:{state}": FutureJob.objects.filter(state=state) for state in State.values}
-    finished = {f"finished:{o}": rows for o, rows in finished_between(now - FINISHED_WINDOW, now).items()}
-    counted = counts({**querysets, "due": due_jobs, **finished}, exact_up_to)
+    counted = counts({**querysets, "due": due_jobs}, exact_up_to)
     jobs = {state: counted[f"jobs:{state}"][0] for state in State.values}
     estimated = [name for name, (_n, exact) in counted.items() if not exact]
     oldest = due_jobs.order_by().aggregate(oldest=Min("next_check_at"))["oldest"]
     cutoff = now - timedelta(seconds=stale_after_seconds())
     workers = [
-        WorkerFigure(name=name, clock_skew_seconds=skew)
-        for name, skew in Worker.objects.filter(stopped_at__isnull=True, heartbeat_at__gte=cutoff)
+        WorkerFigure(name=name, host=host, given_name=given_name(name), clock_skew_seconds=skew)
+        for name, host, skew in Worker.objects.filter(stopped_at__isnull=True, heartbeat_at__gte=cutoff)
         .order_by("name")
-        .values_list("name", "clock_skew_seconds")
+        .values_list("name", "hostname", "clock_skew_seconds")
     ]
     return Figures(
         now=now,
@@ -215,6 +204,5 @@ def figures(now: datetime, *, exact_up_to: int = EXACT_COUNT_LIMIT) -> Figures:
         due=counted["due"][0],
         oldest_overdue_seconds=0.0 if oldest is None else max(0.0, (now - oldest).total_seconds()),
         workers=workers,
-        finished={outcome: counted[f"finished:{outcome}"][0] for outcome in Outcome.values},
         estimated=estimated,
     )

@@ -201,3 +201,28 @@ def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             hint="pip install 'prescient[metrics]' to serve Prometheus metrics, or silence prescient.I001",
         )
     ]
+
+
+@register(Tags.security, deploy=True)
+def check_api_over_https(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """``diagnostics.API_TOKENS_OVER_HTTP`` (W013): the API is mounted, and neither Django's
+    redirect to HTTPS nor a TLS-terminating proxy is configured. A bearer token is a password
+    sent with every request; in clear, anyone on the path can replay it until it is revoked."""
+    if not getattr(settings, "ROOT_URLCONF", None):  # a worker-only project serves no URL
+        return []
+    if getattr(settings, "SECURE_SSL_REDIRECT", False) or getattr(settings, "SECURE_PROXY_SSL_HEADER", None):
+        return []
+    try:
+        root = reverse("prescient-api:openapi-json").removesuffix("openapi.json")
+    except (NoReverseMatch, ImproperlyConfigured, ImportError):  # the API is not mounted
+        return []
+    return [
+        diagnostics.API_TOKENS_OVER_HTTP(
+            f"prescient's JSON API ({root}) takes bearer tokens, and SECURE_SSL_REDIRECT is off with no "
+            "SECURE_PROXY_SSL_HEADER: nothing says the tokens travel over HTTPS",
+            hint=(
+                "set SECURE_SSL_REDIRECT = True, or SECURE_PROXY_SSL_HEADER behind a proxy that terminates TLS; "
+                "give clients https:// URLs (a redirect comes after the token was sent), or silence prescient.W013"
+            ),
+        )
+    ]

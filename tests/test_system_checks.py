@@ -1,11 +1,13 @@
 """Bad settings are reported by Django's system check framework, naming what was expected."""
 
 import ast
+import io
 import re
 from pathlib import Path
 
 import pytest
 from django.core.checks import ERROR, INFO, WARNING, Error, Info, Warning
+from django.core.management import call_command
 from django.db import connection
 
 from prescient import diagnostics
@@ -13,6 +15,7 @@ from prescient.system_checks import (
     api_docs_warnings,
     autovacuum_warnings,
     check_api_docs,
+    check_api_over_https,
     check_autovacuum,
     check_registry,
     check_settings,
@@ -117,6 +120,45 @@ def test_api_docs_without_ninja_installed__warns_that_swagger_comes_from_a_cdn()
 @pytest.mark.urls("tests.admin.test_jobs_and_history")  # an admin, no prescient URLs: no docs page
 def test_api_docs__no_warning_when_prescient_urls_are_not_mounted():
     assert api_docs_warnings(["prescient"]) == []
+
+
+def test_api_over_plain_http__warns_before_deploying(settings):
+    settings.SECURE_SSL_REDIRECT = False
+    settings.SECURE_PROXY_SSL_HEADER = None
+    (warning,) = check_api_over_https()
+    assert (warning.id, warning.level) == ("prescient.W013", WARNING)
+    assert "/prescient/" in warning.msg and "bearer tokens" in warning.msg
+    assert "SECURE_SSL_REDIRECT = True" in warning.hint
+    said = io.StringIO()
+    call_command("check", stdout=said, stderr=said)  # not by every command: only before deploying
+    assert "W013" not in said.getvalue()
+    deploy = io.StringIO()
+    call_command("check", deploy=True, stdout=deploy, stderr=deploy)
+    assert "prescient.W013" in deploy.getvalue()
+
+
+@pytest.mark.parametrize(
+    "secure",
+    [{"SECURE_SSL_REDIRECT": True}, {"SECURE_PROXY_SSL_HEADER": ("HTTP_X_FORWARDED_PROTO", "https")}],
+)
+def test_api_over_https__a_redirect_or_a_tls_proxy_is_clean(settings, secure):
+    settings.SECURE_SSL_REDIRECT = False
+    settings.SECURE_PROXY_SSL_HEADER = None
+    for name, value in secure.items():
+        setattr(settings, name, value)
+    assert check_api_over_https() == []
+
+
+@pytest.mark.urls("tests.admin.test_jobs_and_history")  # an admin, no prescient URLs: no API
+def test_api_over_http__no_warning_when_the_api_is_not_mounted(settings):
+    settings.SECURE_SSL_REDIRECT = False
+    assert check_api_over_https() == []
+
+
+def test_api_over_http__no_warning_without_urls(settings):
+    settings.SECURE_SSL_REDIRECT = False
+    del settings.ROOT_URLCONF  # e.g. settings made for workers only
+    assert check_api_over_https() == []
 
 
 def test_the_test_settings__trip_neither_warning():

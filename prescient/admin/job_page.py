@@ -15,6 +15,7 @@ from django.contrib.admin import helpers
 from django.contrib.admin.models import LogEntry
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext
@@ -54,8 +55,13 @@ class JobPageMixin(AdminMixinBase):
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        if request.method == "POST" and "action" in request.POST:
-            return self.job_action(request, object_id)
+        if request.method == "POST":
+            # Asked before the post or the job is read: a user who may not act gets the same 403
+            # whether or not job N exists (a redirect would tell which).
+            if not self.has_change_permission(request):
+                raise PermissionDenied
+            if "action" in request.POST:
+                return self.job_action(request, object_id)
         job = self.get_object(request, unquote(object_id))
         context = {**(extra_context or {}), "job_verbs": self.job_verbs(request, job)}
         return super().change_view(request, object_id, form_url, context)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 import django
@@ -49,7 +50,7 @@ class ApiTokenForm(_FormBase):
 
     class Meta:
         model = ApiToken
-        fields = ["name", "user", "all_checks", "checks"]
+        fields = ["name", "user", "all_checks", "checks", "expires_at"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -59,6 +60,15 @@ class ApiTokenForm(_FormBase):
 
     def clean_checks(self) -> list[str]:
         return sorted(set(self.cleaned_data.get("checks") or []))
+
+    def clean_expires_at(self) -> datetime | None:
+        expires_at: datetime | None = self.cleaned_data.get("expires_at")
+        # A time already past would make a token dead on arrival; ending one now is revoking it.
+        if expires_at is not None and "expires_at" in self.changed_data and expires_at <= timezone.now():
+            raise forms.ValidationError(
+                gettext("Give a time in the future, or leave it empty for a token that does not expire.")
+            )
+        return expires_at
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -73,8 +83,8 @@ class ApiTokenForm(_FormBase):
 @admin.register(ApiToken)
 class ApiTokenAdmin(_AdminBase):
     form = ApiTokenForm
-    list_display = ["name", "user", "prefix_shown", "scope", "created_at", "last_used_at", "status"]
-    list_filter = [("revoked_at", admin.EmptyFieldListFilter), "all_checks"]
+    list_display = ["name", "user", "prefix_shown", "scope", "created_at", "last_used_at", "expires_at", "status"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter), ("expires_at", admin.EmptyFieldListFilter), "all_checks"]
     search_fields = ["name", "=prefix"]
     actions = ["revoke_tokens"]
     date_hierarchy = "created_at"
@@ -88,8 +98,11 @@ class ApiTokenAdmin(_AdminBase):
 
     def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> _FieldGroups:
         if obj is None:
-            return ["name", "user", "all_checks", "checks"]
-        return ["name", "user", "prefix_shown", "all_checks", "checks", "created_at", "last_used_at", "revoked_at"]
+            return ["name", "user", "all_checks", "checks", "expires_at"]
+        return [
+            "name", "user", "prefix_shown", "all_checks", "checks", "expires_at", "created_at", "last_used_at",
+            "revoked_at",
+        ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
         if obj is None:
@@ -122,7 +135,9 @@ class ApiTokenAdmin(_AdminBase):
 
     @admin.display(description=_("status"), ordering="revoked_at")
     def status(self, token: ApiToken) -> str:
-        return gettext("revoked") if token.is_revoked else gettext("active")
+        if token.is_revoked:
+            return gettext("revoked")
+        return gettext("expired") if token.is_expired(timezone.now()) else gettext("active")
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: forms.Form, change: bool) -> None:
         if not change:

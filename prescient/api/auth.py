@@ -3,7 +3,8 @@
 Two ways in, tried in this order:
 
 - ``Authorization: Bearer <secret>``: an API token made in the admin. A header that is present
-  but wrong is a 401; it never falls back to the session.
+  but wrong is a 401; it never falls back to the session. So is an expired token's, whose
+  401 says it expired, and when.
 - The Django session cookie (a person logged in to the admin). Requests that change
   something need the CSRF token too (``X-CSRFToken`` header), as every Django form does.
 
@@ -24,7 +25,7 @@ from ninja.utils import check_csrf
 
 from ..models import ApiToken
 from . import tokens
-from .errors import forbidden, unauthenticated
+from .errors import expired, forbidden, unauthenticated
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
@@ -92,7 +93,10 @@ class BearerToken(HttpBearer):
         return self.authenticate(request, secret.strip())
 
     def authenticate(self, request: HttpRequest, token: str) -> Principal:
-        found = tokens.authenticate(token, now=timezone.now())
+        try:
+            found = tokens.authenticate(token, now=timezone.now())
+        except tokens.TokenExpired as exc:
+            raise expired(exc.expires_at) from exc
         if found is None:
             raise unauthenticated("The token is not valid: unknown, revoked, or its user is inactive.")
         return Principal(user=found.user, token=found).require(self.permission)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
@@ -83,6 +84,18 @@ def not_found(message: str = "Not found.") -> ApiError:
 
 def unauthenticated(message: str) -> ApiError:
     return ApiError(401, message, headers={"WWW-Authenticate": 'Bearer realm="prescient"'})
+
+
+def expired(expires_at: datetime) -> ApiError:
+    """A 401 for a token past its expiry: the caller holds the secret, so it may know why (RFC 6750's
+    ``invalid_token``, which tells a client to get a new token rather than to retry)."""
+    return ApiError(
+        401,
+        f"The token expired at {expires_at.isoformat()}; ask for a new one.",
+        headers={
+            "WWW-Authenticate": 'Bearer realm="prescient", error="invalid_token", error_description="The token expired"'
+        },
+    )
 
 
 def forbidden(message: str, field: str | None = None) -> ApiError:

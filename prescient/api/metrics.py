@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -28,7 +27,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from .. import limits, queries
+from ..checks import registered
 from ..clock import db_now
+from ..engine.decisions import DISCARDED, HANDED_BACK, RESCHEDULED, RESCUED, RETRIED, SLEPT
+from ..states import Outcome
 from ..status import expectations
 from ..tallies import DURATION_BUCKETS, LAG_BUCKETS, MetricTally
 from .auth import VIEW, BearerToken, Principal, SessionCookie
@@ -38,10 +40,6 @@ if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
 logger = logging.getLogger(__name__)
-
-#: The label ``window`` of ``prescient_finished_jobs``.
-WINDOW = "1h"
-
 
 def available() -> bool:
     """Whether ``prometheus_client`` can be imported (the ``metrics`` extra)."""
@@ -79,19 +77,13 @@ class PrescientCollector:
         yield GaugeMetricFamily(
             "prescient_workers_alive", "Workers heart-beating within the stale period.", value=len(figures.workers)
         )
-        finished = GaugeMetricFamily(
-            "prescient_finished_jobs", "Jobs that ended in the last hour, per outcome.", labels=["outcome", "window"]
-        )
-        for outcome, n in figures.finished.items():
-            finished.add_metric([outcome, WINDOW], n)
-        yield finished
         skew = GaugeMetricFamily(
             "prescient_worker_clock_skew_seconds",
-            "A live worker's clock minus the database's, at its last heartbeat.",
-            labels=["worker"],
+            "A live worker's clock minus the database's, at its last heartbeat, per host and worker name.",
+            labels=["host", "worker"],
         )
-        for worker in figures.workers:
-            skew.add_metric([worker.name], worker.clock_skew_seconds)
+        for (host, name), seconds in worker_skews(figures.workers).items():
+            skew.add_metric([host, name], seconds)
         yield skew
         declared = expectations(self.now)
         if declared:
@@ -121,6 +113,18 @@ class PrescientCollector:
         yield from tally_families()
 
 
+def worker_skews(workers: Iterable[queries.WorkerFigure]) -> dict[tuple[str, str], float]:
+    """``{(host, given name): skew}``: labels that stay the same across restarts (a pid would make
+    a new series at each). Live workers sharing both (two started on one host without
+    ``--name``) share one clock too: the skew of largest size among them stands for them."""
+    skews: dict[tuple[str, str], float] = {}
+    for worker in workers:
+        key = (worker.host, worker.given_name)
+        if key not in skews or abs(worker.clock_skew_seconds) > abs(skews[key]):
+            skews[key] = worker.clock_skew_seconds
+    return dict(sorted(skews.items()))
+
+
 #: Counters drawn from the tallies: ``(figure prefix, metric, help, name of the label after the colon)``.
 COUNTERS = [
     ("runs", "prescient_runs", "Runs of a job's code, per check, queue and what the run led to.", "result"),
@@ -134,12 +138,23 @@ HISTOGRAMS = [
 ]
 
 
+#: The values of each counter's last label, known in advance: every counter is exported at 0 for
+#: each of them, per check and queue, before its first event (so that ``rate()`` and
+#: ``increase()`` see the first one). A run leads to an outcome or to one of the others.
+LABEL_VALUES = {
+    "runs": [*Outcome.values, RESCHEDULED, RETRIED, SLEPT, HANDED_BACK, DISCARDED],
+    "outcomes": list(Outcome.values),
+    "rescues": [*RESCUED, Outcome.FAILED.value],
+}
+
+
 def read_tallies() -> dict[tuple[str, str], dict[str, float]]:
-    """``{(check, queue): {figure: total}}``: every running total, its shards summed, in one query."""
-    totals: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    """``{(check, queue): {figure: total}}``: every running total, its shards summed, in one query;
+    each registered check (with its queue) is there from the start, with no totals yet."""
+    totals: dict[tuple[str, str], dict[str, float]] = {(entry.name, entry.queue): {} for entry in registered()}
     rows = MetricTally.objects.values_list("job_exec", "queue", "name").annotate(total=Sum("value")).order_by()
     for check, queue, name, total in rows:
-        totals[check, queue][name] = float(total)
+        totals.setdefault((check, queue), {})[name] = float(total)
     return totals
 
 
@@ -151,31 +166,28 @@ def tally_families() -> Iterator[Metric]:
     for prefix, metric, help_text, label in COUNTERS:
         family = CounterMetricFamily(metric, help_text, labels=["check", "queue", label])
         for (check, queue), figures in sorted(totals.items()):
-            for name, total in sorted(figures.items()):
-                what, colon, value = name.partition(":")
-                if colon and what == prefix:
-                    family.add_metric([check, queue, value], total)
+            counted = {name.partition(":")[2]: total for name, total in figures.items()
+                       if name.partition(":")[0] == prefix}
+            for value in sorted(dict.fromkeys(LABEL_VALUES[prefix], 0.0) | counted):
+                family.add_metric([check, queue, value], counted.get(value, 0.0))
         yield family
     retries = CounterMetricFamily(
         "prescient_retries", "Failed runs whose job is due again to retry, per check and queue.",
         labels=["check", "queue"],
     )
     for (check, queue), figures in sorted(totals.items()):
-        if "retries" in figures:
-            retries.add_metric([check, queue], figures["retries"])
+        retries.add_metric([check, queue], figures.get("retries", 0.0))
     yield retries
     for prefix, metric, help_text, bounds in HISTOGRAMS:
         histogram = HistogramMetricFamily(metric, help_text, labels=["check", "queue"])
         for (check, queue), figures in sorted(totals.items()):
-            if f"{prefix}_sum" not in figures:
-                continue
             buckets, seen = [], 0.0
             for bound in bounds:
                 seen += figures.get(f"{prefix}_le:{bound:g}", 0.0)
                 buckets.append((f"{bound:g}", seen))
             count = sum(v for name, v in figures.items() if name.startswith(f"{prefix}_le:"))
             buckets.append(("+Inf", count))
-            histogram.add_metric([check, queue], buckets, figures[f"{prefix}_sum"])
+            histogram.add_metric([check, queue], buckets, figures.get(f"{prefix}_sum", 0.0))
         yield histogram
 
 

@@ -41,14 +41,20 @@ def issue(
     *,
     checks: Iterable[str] = (),
     all_checks: bool = False,
+    expires_at: datetime | None = None,
     now: datetime,
 ) -> tuple[ApiToken, str]:
     """Create a token for ``user`` and return it with its secret, which is not stored anywhere.
 
-    The scope is explicit: give the check names, or ``all_checks=True``.
+    The scope is explicit: give the check names, or ``all_checks=True``. ``expires_at``, if
+    given, must be later than ``now``: from then on the token is refused.
     """
-    # Any AUTH_USER_MODEL will do: the plugin types the key as the test settings' user model.
-    token = ApiToken(user=user, name=name, checks=sorted(set(checks)), all_checks=all_checks)  # type: ignore[misc]
+    if expires_at is not None and expires_at <= now:
+        raise ValueError(f"A token must expire after it is created: {expires_at.isoformat()} is not after now")
+    token = ApiToken(
+        # Any AUTH_USER_MODEL will do: the plugin types the key as the test settings' user model.
+        user=user, name=name, checks=sorted(set(checks)), all_checks=all_checks, expires_at=expires_at,  # type: ignore[misc]
+    )
     secret = fill(token, now=now)
     token.save(force_insert=True)
     return token, secret
@@ -66,9 +72,21 @@ def fill(token: ApiToken, *, now: datetime) -> str:
     return secret
 
 
+class TokenExpired(Exception):
+    """The secret is a token's, but the token has expired: the caller may be told so (they hold
+    the secret), and told when, to know to ask for a new one."""
+
+    def __init__(self, token: ApiToken) -> None:
+        assert token.expires_at is not None
+        self.token = token
+        self.expires_at = token.expires_at
+        super().__init__(f"api token prefix={token.prefix} expired at {token.expires_at.isoformat()}")
+
+
 def authenticate(secret: str, *, now: datetime) -> ApiToken | None:
     """The live token whose secret is ``secret``, with its user; None if unknown or revoked.
 
+    Raises :class:`TokenExpired` for a token past its ``expires_at`` (not revoked, user active).
     The lookup is by digest, so the time it takes says nothing about the secret.
     """
     if not secret or len(secret) > MAX_SECRET_LENGTH:
@@ -80,6 +98,8 @@ def authenticate(secret: str, *, now: datetime) -> ApiToken | None:
     )
     if token is None or not token.user.is_active:
         return None
+    if token.is_expired(now):
+        raise TokenExpired(token)
     if token.last_used_at is None or token.last_used_at < now - LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now

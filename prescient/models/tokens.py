@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
@@ -12,7 +14,8 @@ class ApiToken(models.Model):
 
     Only a SHA-256 digest of the secret is stored: the secret itself is shown once, when the
     token is created. The token acts with its user's permissions, and only on the checks it
-    is scoped to: the ``checks`` listed, or every check when ``all_checks`` is set.
+    is scoped to: the ``checks`` listed, or every check when ``all_checks`` is set. It stops
+    working when revoked, when its user is deactivated, or at ``expires_at`` (if set).
     """
 
     name = models.CharField(_("name"), max_length=100, help_text=_("What the token is for, e.g. the calling service."))
@@ -31,6 +34,10 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(_("created at"), editable=False)
     last_used_at = models.DateTimeField(_("last used at"), null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(_("revoked at"), null=True, blank=True, editable=False)
+    expires_at = models.DateTimeField(
+        _("expires at"), null=True, blank=True,
+        help_text=_("From this time on the token is refused. Empty: it does not expire."),
+    )
 
     class Meta:
         verbose_name = _("API token")
@@ -43,6 +50,10 @@ class ApiToken(models.Model):
     @property
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
+
+    def is_expired(self, now: datetime) -> bool:
+        """Whether the token has expired by ``now`` (a token without ``expires_at`` never does)."""
+        return self.expires_at is not None and self.expires_at <= now
 
     def allows(self, check_name: str) -> bool:
         """Whether this token may act on jobs of the check ``check_name``."""

@@ -2,12 +2,43 @@
 
 from __future__ import annotations
 
+import re
+import socket
+
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+#: The longest name given to a worker (``prescient_worker --name``): with the pid and a random
+#: part it makes the worker's unique name, and its claims' tokens must fit in 64 characters.
+GIVEN_NAME_MAX = 16
+#: What a given name may hold: no ``:`` (it separates the parts of the unique name) nor ``/``
+#: (it separates the parts of a claim's token).
+GIVEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def default_given_name() -> str:
+    """A worker's name when none is given: its host's name (its first :data:`GIVEN_NAME_MAX`
+    characters, as before names could be given)."""
+    return socket.gethostname()[:GIVEN_NAME_MAX] or "worker"
+
+
+def unique_name(given: str, pid: int, nonce: str) -> str:
+    """A worker's unique name, ``<given>:<pid>:<nonce>``: new at each start, as its claims must be."""
+    return f"{given}:{pid}:{nonce}"
+
+
+def given_name(name: str) -> str:
+    """The name given to the worker whose unique name is ``name``: stable across its restarts."""
+    return name.rsplit(":", 2)[0]
+
 
 class Worker(models.Model):
-    """A running ``prescient_worker`` process: its identity, heartbeat and progress."""
+    """A running ``prescient_worker`` process: its identity, heartbeat and progress.
+
+    ``name`` is unique to one start of one process (:func:`unique_name`); what stays the same
+    across restarts is its ``hostname`` and the name it was given (:func:`given_name`), which
+    label its metrics.
+    """
 
     name = models.CharField(_("name"), max_length=64, unique=True)
     hostname = models.CharField(_("host"), max_length=255)

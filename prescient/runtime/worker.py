@@ -39,6 +39,7 @@ from prescient.engine.store import CHANNEL, STOP_CHANNEL
 from prescient.maintenance import run_due
 from prescient.maintenance.recurring import Producer
 from prescient.models import FutureJob, Worker
+from prescient.models.workers import GIVEN_NAME, GIVEN_NAME_MAX, default_given_name, unique_name
 from prescient.states import State
 
 from .backoff import Backoff
@@ -92,7 +93,7 @@ class WorkerProcess:
     def __init__(
         self, *, concurrency: int = 1, once: bool = False, batch_size: int | None = None,
         queues: list[str] | None = None, on_start: Callable[[WorkerProcess], None] | None = None,
-        lanes: int | None = None,
+        lanes: int | None = None, name: str | None = None,
     ) -> None:
         self.concurrency = max(1, concurrency)
         #: The jobs each child runs at once (WORKER_LANES by default).
@@ -103,7 +104,13 @@ class WorkerProcess:
         self.queues = None if queues is None else list(queues)
         self.once = once
         self.batch_size = int(batch_size or setting("BATCH_SIZE"))
-        self.name = f"{socket.gethostname()[:16]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        #: The name given (``--name``, default the host's): with the host, what labels its metrics.
+        self.given_name = name or default_given_name()
+        if len(self.given_name) > GIVEN_NAME_MAX or not GIVEN_NAME.fullmatch(self.given_name):
+            raise ValueError(f"a worker's name is 1 to {GIVEN_NAME_MAX} letters, digits, '.', '_' or '-'; "
+                             f"got {self.given_name!r}")
+        #: Unique to this start of this process: its claims are marked with it.
+        self.name = unique_name(self.given_name, os.getpid(), uuid.uuid4().hex[:8])
         # A child's claims are ``<token>/<child>/<claim>``: within the 64 characters of reserved_by.
         self.token = f"{sweep.WORKER_TOKEN_PREFIX}{self.name}"
         self.stopping = False

@@ -5,6 +5,8 @@ clicks them in a browser)."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 
 from prescient.models import FutureJob, JobHistory
 from prescient.states import State
@@ -68,3 +70,25 @@ def test_a_refusal__is_the_lists_warning(admin_client, jobs):  # noqa: F811
 
 def test_a_post_without_an_action__is_still_refused(admin_client, jobs):  # noqa: F811
     assert admin_client.post(change_url(jobs["scheduled"]), {"state": State.BURIED}).status_code == 403
+
+
+@pytest.fixture
+def stranger(db) -> Client:
+    """A staff user without any of prescient's permissions."""
+    user = User.objects.create_user("stranger", password="not-used", is_staff=True)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_a_posted_action__is_the_same_403_whether_or_not_the_job_exists(stranger, viewer, jobs):  # noqa: F811
+    job = jobs["scheduled"]
+    missing = FutureJob.objects.order_by("-pk").first().pk + 1000  # type: ignore[union-attr]
+    for client in (stranger, viewer):
+        for pk in (job.pk, missing):
+            response = client.post(f"/admin/prescient/futurejob/{pk}/change/", {"action": "pause_jobs"})
+            assert response.status_code == 403, (client, pk)
+            assert "Location" not in response
+    # The page itself answers the stranger the same way.
+    assert stranger.get(change_url(job)).status_code == 403
+    assert FutureJob.objects.get(pk=job.pk).state == State.SCHEDULED

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from django.utils import timezone
 
 import prescient
 from prescient.models import FutureJob, JobHistory, Worker
+from prescient.models.workers import given_name
 from prescient.states import State
 from tests.conftest import ROOT, database_env
 from tests.pgserver import PostgresServer
@@ -137,6 +139,20 @@ def test_worker__says_who_it_is_at_start_up_unless_verbosity_0(workers, tmp_path
     assert workers.finish(quiet, 60) == 0, workers.output(quiet)
     assert (tmp_path / "worker1.out").read_text() == ""
     assert JobHistory.objects.filter(outcome="completed").count() == 4
+
+
+def test_worker__keeps_its_given_name_and_host_across_restarts(workers):
+    """#35 item 8: what labels its metrics (host, --name) is the same at every start; its unique
+    name (its claims' token) is not."""
+    seed(1)
+    for _restart in range(2):
+        proc = workers.start("--once", "--concurrency", "1", "--name", "web-a")
+        assert workers.finish(proc, 60) == 0, workers.output(proc)
+    first, second = Worker.objects.order_by("pk")
+    assert given_name(first.name) == given_name(second.name) == "web-a"
+    assert first.hostname == second.hostname == socket.gethostname()
+    assert first.name != second.name and re.fullmatch(r"web-a:\d+:[0-9a-f]{8}", second.name)
+    assert JobHistory.objects.filter(outcome="completed").count() == 1
 
 
 def test_worker__its_summary_counts_reclaimed_handed_back_and_buried_claims_apart(workers):

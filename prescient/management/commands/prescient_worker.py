@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
@@ -9,9 +10,20 @@ from django.core.management.base import CommandParser
 from django.db import connection
 
 from prescient.conf import setting
+from prescient.models.workers import GIVEN_NAME, GIVEN_NAME_MAX
 from prescient.runtime.worker import WorkerProcess
 
 from ._args import PrescientCommand, batch_size, concurrency, lanes
+
+
+def worker_name(text: str) -> str:
+    """argparse type: a worker's given name (no ``:`` nor ``/``, which its claims' tokens use)."""
+    if len(text) > GIVEN_NAME_MAX or not GIVEN_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a worker name: give 1 to {GIVEN_NAME_MAX} letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return text
 
 
 class Command(PrescientCommand):
@@ -38,6 +50,13 @@ class Command(PrescientCommand):
             "django.tasks queue; an empty name ('mail,') includes the checks without a queue. Default: every job.",
         )
 
+        parser.add_argument(
+            "--name", type=worker_name, default=None,
+            help=f"This worker's name, the same across its restarts: with the host, it labels its metrics "
+            f"(1 to {GIVEN_NAME_MAX} letters, digits, '.', '_' or '-'; default: the host name). Give workers "
+            "on one host different names to tell them apart.",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
         if (
             options["verbosity"] >= 1
@@ -50,7 +69,7 @@ class Command(PrescientCommand):
             )
         worker = WorkerProcess(
             concurrency=options["concurrency"], once=options["once"], batch_size=options["batch_size"],
-            lanes=options["lanes"],
+            lanes=options["lanes"], name=options["name"],
             queues=None if options["queue"] is None else [name.strip() for name in options["queue"].split(",")],
             on_start=self.started,
         )
