@@ -95,6 +95,23 @@ class JobNotFound(PrescientError, LookupError):
         super().__init__(f"No live job with id {job_id!r}; it may have finished (see JobHistory)")
 
 
+class HistoryNotFound(PrescientError, LookupError):
+    """No history row with that id (never written, or pruned)."""
+
+    def __init__(self, row_id: object) -> None:
+        self.row_id = row_id
+        super().__init__(f"No finished job (history row) with id {row_id!r}; it may have been pruned")
+
+
+class RerunRefused(PrescientError):
+    """A finished job cannot be run again (:func:`prescient.rerun`): ``reason`` says why.
+    Nothing was written."""
+
+    def __init__(self, row_id: object, reason: str) -> None:
+        self.row_id, self.reason = row_id, reason
+        super().__init__(f"Finished job {row_id} cannot be run again: {reason}")
+
+
 class UnknownParent(PrescientError, LookupError):
     """A job given in ``after=`` that is neither live nor in the history."""
 

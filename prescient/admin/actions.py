@@ -1,4 +1,4 @@
-"""The actions of the job list: pause, release, run now, sleep (:mod:`.sleep`) and kill.
+"""The actions of the job list: pause, release, run now, sleep (:mod:`.sleep`), cancel and kill.
 
 Nothing here writes a job row. Each action calls a verb of :mod:`prescient.engine.verbs`, one
 job at a time, and reports per job what it did or why it refused. The buttons of a job's own
@@ -47,7 +47,7 @@ class KillForm(forms.Form):
 class JobActionsMixin(AdminMixinBase):
     """For :class:`~prescient.admin.jobs.FutureJobAdmin`: the actions of its list."""
 
-    actions = ["pause_jobs", "release_jobs", "run_jobs_now", sleep_jobs, "kill_jobs"]
+    actions = ["pause_jobs", "release_jobs", "run_jobs_now", sleep_jobs, "cancel_jobs", "kill_jobs"]
 
     def _apply(
         self,
@@ -141,6 +141,31 @@ class JobActionsMixin(AdminMixinBase):
                 request,
                 ngettext("%(count)d job is due now.", "%(count)d jobs are due now.", done["due"])
                 % {"count": done["due"]},
+            )
+
+    @admin.action(description=_("Cancel selected jobs"), permissions=["change"])
+    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[FutureJob]) -> None:
+        """End each job ``cancelled`` (as ``prescient.cancel`` does); no reason asked: cancelling
+        says it was not needed, where a kill says why it was stopped."""
+        done = self._apply(
+            request, queryset, lambda job: services.cancel_job(job),
+            {"ended": gettext("Cancelled from the admin."),
+             "requested": gettext("Cancel requested from the admin (run in flight).")},
+        )
+        if done["ended"]:
+            messages.success(
+                request,
+                ngettext("Cancelled %(count)d job.", "Cancelled %(count)d jobs.", done["ended"])
+                % {"count": done["ended"]},
+            )
+        if done["requested"]:
+            messages.success(
+                request,
+                ngettext(
+                    "%(count)d job is running: it ends cancelled when its run returns.",
+                    "%(count)d jobs are running: each ends cancelled when its run returns.",
+                    done["requested"],
+                ) % {"count": done["requested"]},
             )
 
     @admin.action(description=_("Kill selected jobs (asks for a reason)"), permissions=["change"])

@@ -1,14 +1,14 @@
 """*Finished jobs*: :class:`JobHistoryAdmin`, one read-only row per job that left the live table.
 
-Its one action enqueues finished jobs again, for the kinds that support it (django.tasks tasks).
+Its one action, and the *Run again* button of a row's page, run finished jobs again
+(:mod:`prescient.admin.rerun`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
@@ -27,7 +27,7 @@ from prescient.admin.display import (
     when,
 )
 from prescient.admin.graph import LinksMixin
-from prescient.engine.kind import UnknownKind, get_kind
+from prescient.admin.rerun import RerunMixin
 from prescient.models import JobHistory
 
 # ModelAdmin is generic in django-stubs only (subscripting it at runtime needs django_stubs_ext).
@@ -38,7 +38,7 @@ else:
 
 
 @admin.register(JobHistory)
-class JobHistoryAdmin(LinksMixin, ConsoleListMixin, _AdminBase):
+class JobHistoryAdmin(RerunMixin, LinksMixin, ConsoleListMixin, _AdminBase):
     # Few columns, so that the list fits a 1400 px window beside the admin's sidebars: re-checks
     # and failures go under the checks run, the time per run under the run time, the lifetime
     # under the end (the row's page has each).
@@ -48,7 +48,7 @@ class JobHistoryAdmin(LinksMixin, ConsoleListMixin, _AdminBase):
     list_filter = ["outcome", CheckFilter]
     search_fields = ["=entity_key", "=workflow"]
     date_hierarchy = "finished_at"
-    actions = ["retry_tasks"]
+    actions = ["rerun_jobs"]
     show_full_result_count = False
     fieldsets = [
         (None, {"fields": ["entity", "job_exec", "outcome_badge", "reason", "last_error", "exception_class_path"]}),
@@ -56,7 +56,7 @@ class JobHistoryAdmin(LinksMixin, ConsoleListMixin, _AdminBase):
         (_("Workflow"), {"fields": ["workflow", "workflow_links"]}),
         (_("Counters"), {"fields": ["checks_run", "rechecks", "failure_count", "run_time", "time_per_run"]}),
         (_("Dates"), {"fields": ["created_at", "first_check_at", "asked_check_at", "finished_at", "lifetime"]}),
-        (_("Job"), {"fields": ["job_id"]}),
+        (_("Job"), {"fields": ["job_id", "rerun_of_link", "reruns"]}),
         (
             _("Task (django.tasks)"),
             {"fields": ["queue", "priority", "payload", "return_value", "errors"], "classes": ["collapse"]},
@@ -73,37 +73,6 @@ class JobHistoryAdmin(LinksMixin, ConsoleListMixin, _AdminBase):
 
     def has_delete_permission(self, request: HttpRequest, obj: JobHistory | None = None) -> bool:
         return False
-
-    def has_retry_permission(self, request: HttpRequest) -> bool:
-        """Retrying a task creates a job: it takes the permission to add one."""
-        return request.user.has_perm("prescient.add_futurejob")
-
-    @admin.action(description=_("Retry selected tasks (enqueue them again)"), permissions=["retry"])
-    def retry_tasks(self, request: HttpRequest, queryset: QuerySet[JobHistory]) -> None:
-        """Enqueue each row's job again through its kind; rows of a kind that cannot retry are skipped."""
-        retried = 0
-        for row in queryset:
-            try:
-                kind = get_kind(row.kind)
-            except UnknownKind:
-                kind = None
-            if kind is None or not kind.supports_retry:
-                what = kind.verbose_name if kind is not None else row.kind
-                text = gettext("%(row)s is a %(what)s, not a task: skipped.") % {"row": row, "what": what}
-                messages.warning(request, text)
-                continue
-            try:
-                new_id = kind.retry(row)
-            except Exception as exc:  # an unknown task, or one its backend refuses: say why
-                messages.warning(request, gettext("%(row)s was not retried: %(error)s") % {"row": row, "error": exc})
-                continue
-            self.log_change(request, row, gettext("Retried as job %(id)s.") % {"id": new_id})
-            retried += 1
-        if retried:
-            messages.success(
-                request,
-                ngettext("Retried %(count)d task.", "Retried %(count)d tasks.", retried) % {"count": retried},
-            )
 
     @admin.display(description=_("entity"), ordering="entity_key")
     def entity(self, row: JobHistory) -> str:

@@ -1,7 +1,7 @@
 """A future job's own page: read-only fields that read more than the row (its recent errors,
 the admin's log of it, earlier jobs of its check for its entity), and a button per verb.
 
-The buttons (pause or release, run now, sleep, kill) post the job list's own actions for this
+The buttons (pause or release, run now, sleep, cancel, kill) post the job list's own actions for this
 one job, so they ask what the list asks (sleep: until when; kill: why) on the same
 confirmation pages, refuse what the list refuses, and say what they did in the same messages.
 """
@@ -31,6 +31,7 @@ from prescient.admin.display import (
     kind_word,
     when,
 )
+from prescient.admin.rerun import rerun_of_html
 from prescient.kinds.links import admin_url
 from prescient.models import FutureJob, JobHistory
 from prescient.states import State
@@ -43,6 +44,7 @@ VERBS = [
     ("release_jobs", _("Release")),
     ("run_jobs_now", _("Run now")),
     ("sleep_jobs", _("Sleep until…")),
+    ("cancel_jobs", _("Cancel")),
     ("kill_jobs", _("Kill…")),
 ]
 
@@ -66,8 +68,16 @@ class JobPageMixin(AdminMixinBase):
         context = {**(extra_context or {}), "job_verbs": self.job_verbs(request, job)}
         return super().change_view(request, object_id, form_url, context)
 
+    def get_fieldsets(self, request: HttpRequest, obj: FutureJob | None = None) -> Any:
+        """Without the "Re-run" fieldset for a job that runs no finished job again."""
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is not None and obj.rerun_of is not None:
+            return fieldsets
+        return [(name, opts) for name, opts in fieldsets if "rerun_of_link" not in opts.get("fields", ())]
+
     def job_verbs(self, request: HttpRequest, job: FutureJob | None) -> list[dict[str, Any]]:
-        """The buttons this user may press for ``job``: pause or release (by its state), run now, sleep, kill."""
+        """The buttons this user may press for ``job``: pause or release (by its state), run now,
+        sleep, cancel, kill."""
         if job is None:
             return []
         actions = self.get_actions(request)  # those the user's permissions allow
@@ -80,7 +90,7 @@ class JobPageMixin(AdminMixinBase):
 
     def job_action(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Run one of the list's actions on this job alone; back to its page, or, if the job has
-        ended (killed), to its history row."""
+        ended (killed, cancelled), to its history row."""
         pk = unquote(object_id)
         queryset = self.get_queryset(request).filter(pk=pk)
         post = request.POST.copy()
@@ -99,6 +109,11 @@ class JobPageMixin(AdminMixinBase):
         return HttpResponseRedirect(url or admin_url(self.admin_site, FutureJob, "changelist") or "../../")
 
     # --- fields of the page
+
+    @admin.display(description=_("re-run of"))
+    def rerun_of_link(self, job: FutureJob) -> str:
+        """The finished job this one runs again (``prescient.rerun``), linked."""
+        return rerun_of_html(self.admin_site, job)
 
     @admin.display(description=_("recent errors"))
     def recent_errors_table(self, job: FutureJob) -> str:

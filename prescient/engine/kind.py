@@ -14,6 +14,7 @@ A kind answers, for its jobs:
   that failed outside its own code, or whose worker was lost;
 - :meth:`JobKind.describe` / :meth:`JobKind.describe_html`: the "entity" cell of the admin
   (the API gives the entity's model and key as they are);
+- :meth:`JobKind.rerun_job`: the new job that runs a finished one again (``prescient.rerun``);
 - :meth:`JobKind.system_checks`: its own validation in ``manage.py check``.
 
 The built-in kinds live in :mod:`prescient.kinds` and register themselves when the app is
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from django.core.checks import CheckMessage
 from django.utils.html import format_html
 
-from prescient.exceptions import PrescientError
+from prescient.exceptions import PrescientError, RerunRefused
 
 if TYPE_CHECKING:
     from django.contrib.admin import AdminSite
@@ -54,8 +55,6 @@ class JobKind:
     name: ClassVar[str] = ""
     #: Shown in the admin and the API.
     verbose_name: ClassVar[str] = ""
-    #: Whether a finished job of this kind can be enqueued again from its history row.
-    supports_retry: ClassVar[bool] = False
 
     def definition(self, job: FutureJob | JobHistory) -> Check:
         """The registered definition of ``job`` (its timeout, retries, horizon)."""
@@ -82,9 +81,11 @@ class JobKind:
     def after_lost_run(self, job: FutureJob, now: datetime) -> None:
         """A claim was reclaimed from a lost worker: that attempt counts."""
 
-    def retry(self, row: JobHistory) -> str:
-        """Enqueue a finished job again; returns the new job's id (``supports_retry`` only)."""
-        raise PrescientError(f"jobs of kind {self.name!r} cannot be retried")
+    def rerun_job(self, row: JobHistory, now: datetime, *, paused: bool) -> FutureJob:
+        """A new job (unsaved) that runs the finished job ``row`` again, due ``now`` (``paused``:
+        its workflow is). Raises a PrescientError saying why when it cannot be; this default
+        refuses (see :func:`prescient.engine.rerun.rerun`)."""
+        raise RerunRefused(row.pk, f"a {self.verbose_name or self.name} cannot be run again")
 
     def describe(self, row: FutureJob | JobHistory) -> str:
         """The "entity" cell as plain text."""

@@ -25,6 +25,7 @@ from prescient.states import Event, Outcome
 from . import bulk, dependencies, store
 from .commands import cancel_job, kill, pause, release, run_now, sleep  # re-exported: the verbs are one API
 from .dependencies import ParentRef
+from .rerun import rerun  # re-exported: the verbs are one API
 from .store import notify
 from .targets import _now, due_time, entity_ref
 
@@ -295,6 +296,6 @@ def cancel(entity: models.Model, check: CheckRef, *, now: datetime | None = None
 
 __all__ = [
     "CheckRef", "JobNotFound", "cancel", "cancel_job",
-    "due_time", "entity_ref", "kill", "pause", "release", "run_now", "schedule",
+    "due_time", "entity_ref", "kill", "pause", "release", "rerun", "run_now", "schedule",
     "schedule_job", "schedule_many", "sleep",
 ]

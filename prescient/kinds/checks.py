@@ -19,10 +19,10 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F
 
-from prescient import diagnostics, slots
+from prescient import diagnostics, limits, slots
 from prescient.checks import RELEASE, Check, get_check, registered
 from prescient.conf import setting
-from prescient.engine import bulk, runner
+from prescient.engine import bulk, runner, store
 from prescient.engine.decisions import Decision, describe, failure, safe_repr
 from prescient.engine.kind import JobKind
 from prescient.exceptions import PrescientError
@@ -141,6 +141,18 @@ class CheckKind(JobKind):
 
     def definition(self, job: FutureJob | JobHistory) -> Check:
         return get_check(job.job_exec)
+
+    def rerun_job(self, row: JobHistory, now: datetime, *, paused: bool) -> FutureJob:
+        """A copy of the finished job: its check (still registered), entity, workflow, queue,
+        priority and payload; its keys under the check's limit and rate read again."""
+        entry = get_check(row.job_exec)
+        keys = [row.entity_key]
+        return store.new_job(
+            entity_name=row.entity_name, entity_key=row.entity_key, job_exec=entry.name, due=now, now=now,
+            workflow=row.workflow, paused=paused, queue=row.queue, priority=row.priority, payload=row.payload,
+            limit_key=limits.keys_of_many(entry.limit, entry.name, row.entity_name, keys)[row.entity_key],
+            rate_key=limits.keys_of_many(entry.rate, entry.name, row.entity_name, keys)[row.entity_key],
+        )
 
     def prepare(self, jobs: Sequence[FutureJob]) -> dict[int, Any]:
         entities = load_entities(jobs)

@@ -42,7 +42,7 @@ from prescient.conf import setting
 from prescient.engine import bulk, runner, store
 from prescient.engine.decisions import Decision, describe, failure
 from prescient.engine.kind import JobKind
-from prescient.exceptions import PrescientError
+from prescient.exceptions import PrescientError, RerunRefused
 from prescient.expectations import KIND, Expectation, get_expectation, registered
 from prescient.models import FutureJob, JobHistory
 from prescient.signals import expectation_missed
@@ -267,6 +267,15 @@ class ExpectationKind(JobKind):
                 return settled
         return Decision(job=job, event=Event.RESCHEDULE,
                         next_check_at=slots.next_check(rung, now, int(setting("SLOT_MINUTES"))))
+
+    def rerun_job(self, row: JobHistory, now: datetime, *, paused: bool) -> FutureJob:
+        """Refused: a ladder's rungs were fixed when the expectation started, and re-running its
+        spent ladder would call the handler for rungs long past. Starting it again is clearer."""
+        raise RerunRefused(
+            row.pk,
+            "an expectation's ladder was fixed when it started; start it again with "
+            f"prescient.expect(instance, {row.job_exec!r}) for a new ladder from now",
+        )
 
     def describe(self, row: FutureJob | JobHistory) -> str:
         return f"{row.entity_name}#{row.entity_key} · {ladder_text(row)}"

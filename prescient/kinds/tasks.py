@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import time
+import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from importlib import import_module
@@ -35,7 +36,7 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import autodiscover_modules
 from django.utils.translation import gettext
 
-from prescient import checks, diagnostics
+from prescient import checks, diagnostics, limits
 from prescient.checks import Check
 from prescient.cleaning import unstorable
 from prescient.clock import db_now
@@ -300,7 +301,6 @@ class TaskKind(JobKind):
 
     name = "task"
     verbose_name = "task"
-    supports_retry = True
 
     def definition(self, job: FutureJob | JobHistory) -> Check:
         try:
@@ -365,11 +365,16 @@ class TaskKind(JobKind):
         note_end(job, max(began, now))  # found lost now: it ended by then, and not before it started
         detail_error(job, RUN_FAILED, f"{RunFailed.__name__}: {job.last_error}\n")
 
-    def retry(self, row: JobHistory) -> str:
-        """Enqueue a finished task again, with the arguments, queue and priority it had."""
+    def rerun_job(self, row: JobHistory, now: datetime, *, paused: bool) -> FutureJob:
+        """The task enqueued again, due now: the arguments, queue, priority and backend it had (a
+        new id: a task is about no entity, so it never clashes with a live one)."""
         task = clone(task_of(row), run_after=None)
-        payload = row.payload or {}
-        return str(task.get_backend().enqueue(task, payload.get("args", []), payload.get("kwargs", {})).id)
+        payload = row.payload if isinstance(row.payload, dict) else {}
+        backend = task.get_backend()
+        declared = getattr(backend, "limits", None)
+        keys = limits.task_keys(task.module_path, task.queue_name, declared) if declared else ("", "")
+        return new_job(task, backend.alias, payload.get("args", []), payload.get("kwargs", {}), now, None, now,
+                       uuid.uuid4().hex, keys)
 
     def describe(self, row: FutureJob | JobHistory) -> str:
         """The task's call, e.g. ``add(4, 5, name='x')``, its arguments shortened."""

@@ -47,6 +47,11 @@ class JobHistory(models.Model):
     checkpoint_data = models.JSONField(
         _("checkpoint"), null=True, blank=True, help_text=_("The job's last checkpoint when it ended.")
     )
+    #: The history row of the finished job this one ran again (prescient.rerun); its own re-runs
+    #: are the rows (and the live job) whose ``rerun_of`` is this row's id.
+    rerun_of = models.BigIntegerField(
+        _("re-run of"), null=True, blank=True, help_text=_("The finished job (history row id) this job ran again.")
+    )
 
     class Meta:
         # "2 finished jobs" (beside "future jobs"); "job history" had no plural.
@@ -59,6 +64,8 @@ class JobHistory(models.Model):
             models.Index(fields=["outcome", "finished_at"], name="prescient_hist_outcome"),
             models.Index(fields=["job_exec", "finished_at"], name="prescient_hist_check"),
             models.Index(fields=["entity_name", "entity_key"], name="prescient_hist_entity"),
+            # A row's re-runs (prescient.rerun): only the rows that are one are indexed.
+            models.Index(fields=["rerun_of"], name="prescient_hist_rerun", condition=models.Q(rerun_of__isnull=False)),
         ]
 
     def __str__(self) -> str:
@@ -89,6 +96,7 @@ class JobHistory(models.Model):
             "payload": job.payload,
             "errors": job.recent_errors,
             "checkpoint_data": job.checkpoint_data,
+            "rerun_of": job.rerun_of,
         }
         fields.update(extra)
         return cls(**fields)

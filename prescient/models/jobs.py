@@ -87,6 +87,12 @@ class FutureJob(models.Model):
     #: from its entity when it was scheduled: see prescient.limits.
     limit_key = models.CharField(_("limit key"), max_length=255, blank=True, default="", db_default="", editable=False)
     rate_key = models.CharField(_("rate key"), max_length=255, blank=True, default="", db_default="", editable=False)
+    #: The history row (its id) of the finished job this one runs again (prescient.rerun), kept
+    #: in this job's own history row when it ends: the two rows link to each other.
+    rerun_of = models.BigIntegerField(
+        _("re-run of"), null=True, blank=True, editable=False,
+        help_text=_("The finished job (history row id) this job runs again."),
+    )
 
     objects = FutureJobQuerySet.as_manager()
 
