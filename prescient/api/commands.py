@@ -1,4 +1,5 @@
-"""The JSON API's commands to one job: pause, release, run now, sleep and kill.
+"""The JSON API's commands to one job: pause, release, run now, sleep, cancel and kill; and
+running a finished job again (``POST history/{id}/rerun``).
 
 Each is a small view over one verb of :mod:`prescient.engine.verbs`, registered on the API of
 :mod:`.views`: parse, authorise (the change permission and the token's scope), call, answer.
@@ -12,14 +13,16 @@ from typing import Any
 
 from django.http import HttpRequest
 from django.utils import timezone
+from ninja import Status
 
 from ..engine import verbs
-from ..exceptions import InvalidTime
-from .auth import CHANGE, caller, needs
-from .errors import invalid
-from .payloads import task_out
+from ..exceptions import InvalidTime, RerunRefused
+from ..models import JobHistory
+from .auth import ADD, CHANGE, caller, needs
+from .errors import ApiError, invalid, not_found
+from .payloads import MAX_ID, task_out
 from .schemas import KillIn, KillOut, SleepIn, Task
-from .views import EARLIEST, _errors, _fresh, _job, api
+from .views import EARLIEST, _errors, _fresh, _job, _scoped, api
 
 logger = logging.getLogger(__name__)
 
@@ -113,3 +116,47 @@ def sleep_task(request: HttpRequest, job_id: int, payload: SleepIn) -> Any:
         raise invalid("at", str(exc) if isinstance(exc, InvalidTime) else "The time is out of range.") from None
     logger.info("api: job id=%s sleep until %s by user=%s", job.pk, payload.at.isoformat(), principal.user.pk)
     return task_out(_fresh(job.pk))
+
+
+@api.post(
+    "tasks/{job_id}/cancel",
+    auth=needs(CHANGE),
+    response={200: KillOut, **_errors(400, 401, 403, 404, 409, 503)},
+    tags=["tasks"],
+    operation_id="cancel_task",
+    summary="End a job as not needed",
+)
+def cancel_task(request: HttpRequest, job_id: int) -> Any:
+    """The job ends with outcome ``cancelled`` (as ``prescient.cancel`` does). A job whose run
+    is in flight ends when the run returns (``result: requested``)."""
+    principal = caller(request)
+    job = _job(principal, job_id)
+    result = verbs.cancel_job(job.pk)
+    logger.info("api: job id=%s cancel %s by user=%s", job.pk, result, principal.user.pk)
+    return {"id": job.pk, "result": result}
+
+
+@api.post(
+    "history/{history_id}/rerun",
+    auth=needs(ADD),
+    response={201: Task, **_errors(400, 401, 403, 404, 409, 503)},
+    tags=["history"],
+    operation_id="rerun_history",
+    summary="Run a finished job again",
+)
+def rerun_history(request: HttpRequest, history_id: int) -> Any:
+    """201 with a new live job of the same check and entity, due now, its ``rerun_of`` this
+    entry's id. 409, nothing written, while a live job of that check and entity exists, when
+    the check is no longer registered, or for an expectation (expect it again instead)."""
+    principal = caller(request)
+    row = None
+    if 1 <= history_id <= MAX_ID:
+        row = _scoped(JobHistory.objects.filter(pk=history_id), principal).first()
+    if row is None:
+        raise not_found(f"No history entry with id {history_id}.")
+    try:
+        job = verbs.rerun(row)
+    except RerunRefused as exc:
+        raise ApiError(409, str(exc)) from None
+    logger.info("api: history id=%s run again as job id=%s by user=%s", row.pk, job.pk, principal.user.pk)
+    return Status(201, task_out(job))

@@ -65,6 +65,7 @@ def task_out(job: FutureJob, links: Links | None = None, held: dict[int, str] | 
         "held_by": held.get(job.pk),
         "parents": parents,
         "children": children,
+        "rerun_of": job.rerun_of,
     }
 
 
@@ -99,6 +100,7 @@ def history_out(row: JobHistory, links: Links | None = None) -> dict[str, Any]:
         "asked_check_at": row.asked_check_at,
         "parents": parents,
         "children": children,
+        "rerun_of": row.rerun_of,
     }
 
 

@@ -196,6 +196,7 @@ class HistoryFilters(Schema):
         None, max_length=400, description="`app.model` for every instance of a model, or `app.model:key` for one."
     )
     job_id: int | None = Field(None, ge=1, le=2**63 - 1, description="Only the history row of this job.")
+    rerun_of: int | None = Field(None, ge=1, le=2**63 - 1, description="Only the re-runs of this history entry.")
     cursor: Text | None = Field(None, max_length=100, description="`next_cursor` of the previous page.")
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="Page size.")
 
@@ -282,6 +283,7 @@ class Task(Schema):
     )
     parents: list[int] = Field(description="Ids of the jobs this one runs after.")
     children: list[int] = Field(description="Ids of the jobs that run after this one.")
+    rerun_of: int | None = Field(None, description="The history entry this job runs again (null: none).")
 
 
 class TaskPage(Schema):
@@ -290,6 +292,8 @@ class TaskPage(Schema):
 
 
 class KillOut(Schema):
+    """The answer of a kill or a cancel."""
+
     id: int
     result: Literal["ended", "requested"] = Field(
         description=(
@@ -328,6 +332,7 @@ class HistoryEntry(Schema):
     )
     parents: list[int] = Field(description="Ids of the jobs this one ran after.")
     children: list[int] = Field(description="Ids of the jobs that run after this one.")
+    rerun_of: int | None = Field(None, description="The history entry this job ran again (null: none).")
 
 
 class HistoryPage(Schema):

@@ -351,6 +351,8 @@ def list_history(request: HttpRequest, filters: Query[HistoryFilters]) -> Any:
         queryset = _by_entity(queryset, filters.entity)
     if filters.job_id is not None:
         queryset = queryset.filter(job_id=filters.job_id)
+    if filters.rerun_of is not None:
+        queryset = queryset.filter(rerun_of=filters.rerun_of)
     if filters.cursor:
         queryset = queryset.filter(pk__lt=decode_cursor(filters.cursor))
     rows, next_cursor = page(queryset.order_by("-pk"), filters.limit)

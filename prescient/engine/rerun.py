@@ -45,6 +45,19 @@ def live_clash(row: JobHistory) -> int | None:
     )
 
 
+def preview(row: JobHistory, now: datetime) -> None:
+    """Raise :class:`RerunRefused` as :func:`rerun` would for ``row``, writing nothing (dry runs)."""
+    live = live_clash(row)
+    if live is not None:
+        raise RerunRefused(row.pk, _clash_reason(live))
+    try:
+        get_kind(row.kind).rerun_job(row, now, paused=False)  # an unsaved job, dropped
+    except RerunRefused:
+        raise
+    except PrescientError as exc:
+        raise RerunRefused(row.pk, str(exc)) from None
+
+
 def rerun(row: JobHistory | int, *, now: datetime | None = None) -> FutureJob:
     """Run a finished job again: a new live job, due now, for the same check and entity (its
     payload, workflow, queue and priority kept; no parents; paused if its workflow is), whose

@@ -15,7 +15,7 @@ from django.utils import timezone
 from prescient import slots
 from prescient.admin.jobs import FutureJobAdmin
 from prescient.engine import verbs
-from prescient.models import FutureJob
+from prescient.models import FutureJob, JobHistory
 from prescient.states import Event, State
 from tests.api.test_views import URL, Api, assert_error, make_token, make_user
 
@@ -91,9 +91,9 @@ def test_run__of_a_paused_job_releases_it_and_makes_it_due_now(api, make_job):
 
 #: A person's commands to one job (events of the table), and what each face calls them.
 COMMANDS = {Event.PAUSE: "pause", Event.RELEASE: "release", Event.RUN_NOW: "run", Event.SLEEP: "sleep",
-            Event.KILL: "kill"}
+            Event.CANCEL: "cancel", Event.KILL: "kill"}
 ADMIN_ACTIONS = {Event.PAUSE: "pause_jobs", Event.RELEASE: "release_jobs", Event.RUN_NOW: "run_jobs_now",
-                 Event.SLEEP: "sleep_jobs", Event.KILL: "kill_jobs"}
+                 Event.SLEEP: "sleep_jobs", Event.CANCEL: "cancel_jobs", Event.KILL: "kill_jobs"}
 
 
 def test_every_verb__has_a_route_an_admin_action_and_a_line_in_the_docs():
@@ -110,3 +110,65 @@ def test_every_verb__has_a_route_an_admin_action_and_a_line_in_the_docs():
     admin = (DOCS / "admin.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| ([A-Z]\w+) selected jobs", admin, re.M)  # the table of admin actions
     assert {row.lower() for row in rows} == set(COMMANDS.values())
+
+
+# --- cancel and run again (issue #35 item 1) ---------------------------------------------------
+
+
+def test_cancel__ends_the_job_cancelled(api, make_job):
+    job = make_job("test.record")
+    response = api.post(f"tasks/{job.pk}/cancel")
+    assert response.status_code == 200, response.content
+    assert response.json() == {"id": job.pk, "result": "ended"}
+    assert not FutureJob.objects.exists()
+    assert JobHistory.objects.get(job_id=job.pk).outcome == "cancelled"
+
+
+def test_cancel__needs_the_change_permission_and_the_job_in_scope(make_job):
+    job = make_job("test.record")
+    viewer = Api(make_token(make_user("viewer", perms=["view_futurejob"])))
+    assert_error(viewer.post(f"tasks/{job.pk}/cancel"), 403)
+    scoped = Api(make_token(make_user("scoped"), checks=["other.check"]))
+    assert_error(scoped.post(f"tasks/{job.pk}/cancel"), 404)
+    assert FutureJob.objects.filter(pk=job.pk).exists()
+
+
+def _finished(make_job):
+    job = make_job("test.record")
+    verbs.kill(job, "by mistake")
+    return JobHistory.objects.get(job_id=job.pk)
+
+
+def test_rerun__creates_a_live_job_linked_both_ways(api, make_job):
+    row = _finished(make_job)
+    response = api.post(f"history/{row.pk}/rerun")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    job = FutureJob.objects.get()
+    assert (body["id"], body["rerun_of"], body["check"], body["state"]) == (job.pk, row.pk, "test.record", "scheduled")
+    assert body["entity"] == {"model": row.entity_name, "key": row.entity_key}
+    verbs.cancel_job(job.pk)
+    reruns = api.get("history", rerun_of=row.pk).json()["items"]
+    assert [(item["job_id"], item["rerun_of"]) for item in reruns] == [(job.pk, row.pk)]
+
+
+def test_rerun__refused_while_a_live_job_exists_is_a_409_writing_nothing(api, make_job):
+    row = _finished(make_job)
+    live = FutureJob.objects.create(
+        entity_name=row.entity_name, entity_key=row.entity_key, job_exec=row.job_exec,
+        first_check_at=timezone.now(), next_check_at=timezone.now(), created_at=timezone.now(),
+    )
+    response = api.post(f"history/{row.pk}/rerun")
+    assert_error(response, 409)
+    assert f"job {live.pk} of this check for this entity is live" in response.json()["message"]
+    assert list(FutureJob.objects.values_list("pk", flat=True)) == [live.pk]
+
+
+def test_rerun__needs_the_add_permission_an_existing_row_and_its_check_in_scope(make_job):
+    row = _finished(make_job)
+    viewer = Api(make_token(make_user("viewer", perms=["view_futurejob", "view_jobhistory"])))
+    assert_error(viewer.post(f"history/{row.pk}/rerun"), 403)
+    scoped = Api(make_token(make_user("scoped"), checks=["other.check"]))
+    assert_error(scoped.post(f"history/{row.pk}/rerun"), 404)
+    assert_error(Api(make_token(make_user("any"))).post("history/424242/rerun"), 404)
+    assert not FutureJob.objects.exists()
