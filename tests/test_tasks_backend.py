@@ -277,16 +277,17 @@ def test_admin__retries_a_failed_task_from_history(admin_client, django_user_mod
 
     client = Client()
     client.force_login(viewer)
-    client.post(url, {"action": "retry_tasks", "_selected_action": [row.pk]})
-    assert not FutureJob.objects.exists(), "retrying needs the permission to add jobs"
+    client.post(url, {"action": "rerun_jobs", "_selected_action": [row.pk]})
+    assert not FutureJob.objects.exists(), "running a job again needs the permission to add jobs"
 
     response = admin_client.post(
-        url, {"action": "retry_tasks", "_selected_action": [row.pk, check_row.pk]}, follow=True
+        url, {"action": "rerun_jobs", "_selected_action": [row.pk, check_row.pk]}, follow=True
     )
     texts = [str(m) for m in response.context["messages"]]
-    assert "Retried 1 task." in texts
-    assert any("is a check, not a task" in t for t in texts)
-    job = FutureJob.objects.get()
+    job = FutureJob.objects.get(kind="task")
+    assert any(t.startswith("Created 2 jobs:") and str(job.pk) in t for t in texts), texts
+    assert job.rerun_of == row.pk
+    assert FutureJob.objects.get(kind="check").rerun_of == check_row.pk  # a check runs again too
     assert job.pk != int(result.id)
     assert (job.job_exec, job.priority, job.payload["args"]) == (row.job_exec, 7, ["again"])
     retried = tasks.boom.get_result(str(job.pk))

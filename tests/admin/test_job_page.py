@@ -26,10 +26,10 @@ def buttons(content: bytes) -> list[str]:
 
 def test_buttons__by_the_jobs_state(admin_client, jobs):  # noqa: F811
     assert buttons(admin_client.get(change_url(jobs["scheduled"])).content) == [
-        "pause_jobs", "run_jobs_now", "sleep_jobs", "kill_jobs",
+        "pause_jobs", "run_jobs_now", "sleep_jobs", "cancel_jobs", "kill_jobs",
     ]
     assert buttons(admin_client.get(change_url(jobs["paused"])).content) == [
-        "release_jobs", "run_jobs_now", "sleep_jobs", "kill_jobs",
+        "release_jobs", "run_jobs_now", "sleep_jobs", "cancel_jobs", "kill_jobs",
     ]
 
 

@@ -433,9 +433,9 @@ def test_history__has_no_add_change_or_delete(admin_client, jobs, t0):
     assert admin_client.post(change_url(row), {"reason": "rewritten"}).status_code == 403
     assert admin_client.post(f"/admin/prescient/jobhistory/{row.pk}/delete/", {"post": "yes"}).status_code == 403
     response = admin_client.get("/admin/prescient/jobhistory/")
-    # The one action offered enqueues a task again as a new job; it never edits history.
+    # The one action offered runs a finished job again as a new job; it never edits history.
     assert b'value="delete_selected"' not in response.content
-    assert b'value="retry_tasks"' in response.content
+    assert b'value="rerun_jobs"' in response.content
     assert JobHistory.objects.get().reason == "gone"
     model_admin = admin.site.get_model_admin(JobHistory)
     request = response.wsgi_request
