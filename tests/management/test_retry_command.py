@@ -43,7 +43,8 @@ def test_retry__dry_run_creates_nothing_and_json_says_each_row(killed):
     data = json.loads(run("--check", "test.record", "--outcome", "killed", "--dry-run", "--json"))
     assert not FutureJob.objects.exists()
     assert data["verb"] == "rerun" and data["dry_run"] is True
-    assert [(r["id"], r["result"]) for r in data["rows"]] == [(killed[1].pk, "would create"), (killed[0].pk, "would create")]
+    newest_first = [(killed[1].pk, "would create"), (killed[0].pk, "would create")]
+    assert [(r["id"], r["result"]) for r in data["rows"]] == newest_first
     data = json.loads(run("--check", "test.record", "--json"))
     assert data["summary"] == {"created": 2}
     assert {r["job"]: r["id"] for r in data["rows"]} == dict(FutureJob.objects.values_list("pk", "rerun_of"))
