@@ -731,7 +731,8 @@ def test_openapi__the_document_describes_every_endpoint():
         "/prescient/tasks/{job_id}/sleep", "/prescient/workflows/{name}/pause", "/prescient/workflows/{name}/release",
         "/prescient/history", "/prescient/health", "/prescient/schedules", "/prescient/schedules/{name}",
         "/prescient/schedules/{name}/pause", "/prescient/schedules/{name}/resume", "/prescient/expectations",
-        "/prescient/expectations/{name}/sla",
+        "/prescient/expectations/{name}/sla", "/prescient/tasks/{job_id}/cancel",
+        "/prescient/history/{history_id}/rerun",
     }
     schemes = document["components"]["securitySchemes"]
     assert schemes["BearerToken"]["scheme"] == "bearer"
