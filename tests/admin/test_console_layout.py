@@ -160,7 +160,7 @@ def test_job_page__buttons_for_each_verb_with_the_lists_confirmations(live_serve
     buttons = page.locator("#prescient-job-verbs button")
     try:
         page.goto(url)
-        assert buttons.all_text_contents() == ["Pause", "Run now", "Sleep until…", "Kill…"]
+        assert buttons.all_text_contents() == ["Pause", "Run now", "Sleep until…", "Cancel", "Kill…"]
         screenshot(page, "admin-job-buttons.png")
 
         page.click("#prescient-job-verbs button[value=pause_jobs]")
@@ -168,7 +168,7 @@ def test_job_page__buttons_for_each_verb_with_the_lists_confirmations(live_serve
         assert page.url == url
         job.refresh_from_db()
         assert job.state == State.PAUSED
-        assert buttons.all_text_contents() == ["Release", "Run now", "Sleep until…", "Kill…"]
+        assert buttons.all_text_contents() == ["Release", "Run now", "Sleep until…", "Cancel", "Kill…"]
         page.click("#prescient-job-verbs button[value=release_jobs]")
         message(page, "Released 1 job.")
 
