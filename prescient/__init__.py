@@ -58,7 +58,9 @@ if TYPE_CHECKING:
     from .schedules import periodic, recurring, stop_recurring
     from .tasks import enqueue_after
 
-__version__ = "0.1.0"
+#: PEP 440; the only place the version is written (pyproject.toml reads it). Between releases it
+#: is the next one's ".dev0" (docs/development.md#releasing).
+__version__ = "0.4.0.dev0"
 
 # The verbs touch models, which cannot be imported before Django's app registry is ready,
 # so they are loaded on first use.
