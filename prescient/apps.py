@@ -9,6 +9,19 @@ class PrescientConfig(AppConfig):
     verbose_name = _("prescient future checks")
     default_auto_field = "django.db.models.BigAutoField"
 
+    def hear_save_notices(self) -> None:
+        """On PostgreSQL, the triggers that name the rows saved with an expectation pending:
+        installed after migrate, heard on every connection (prescient/kinds/commit_notices.py)."""
+        from django.core.signals import setting_changed
+        from django.db.backends.signals import connection_created
+        from django.db.models.signals import post_migrate
+
+        from .kinds import commit_notices
+
+        connection_created.connect(commit_notices.on_connection_created, dispatch_uid="prescient.save_notices")
+        post_migrate.connect(commit_notices.on_post_migrate, sender=self, dispatch_uid="prescient.save_notices")
+        setting_changed.connect(commit_notices.forget, dispatch_uid="prescient.save_notices")
+
     def ready(self) -> None:
         from . import system_checks  # noqa: F401  (registers the system checks)
         from .immutable import install as keep_first_check_at
@@ -16,6 +29,7 @@ class PrescientConfig(AppConfig):
         from .maintenance import register_builtin as register_upkeep
 
         keep_first_check_at()  # job.save() cannot change a job's first_check_at
+        self.hear_save_notices()
         register_builtin()
         register_upkeep()
         # Each installed app may declare its checks in <app>/prescient_checks.py.

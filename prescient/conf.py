@@ -63,6 +63,10 @@ DEFAULTS: dict[str, Any] = {
     # Business hours for expectations' ladders, by name (prescient/calendars.py): each a dict of
     # "timezone", "hours" ({"mon-fri": "09:00-17:00"}), optional "closed" dates and "holidays".
     "CALENDARS": {},
+    # PostgreSQL: a trigger on each table an expectation watches names, at the commit, the rows
+    # saved with an expectation pending, so a save with none asks nothing more (installed by
+    # migrate; docs/expectations.md, "Cost"). False: every save asks after its commit.
+    "SAVE_NOTICES": True,
 }
 
 
@@ -282,6 +286,7 @@ RULES: dict[str, Rule | Callable[[str, Any], list[Problem]]] = {
         lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(c, dict) for k, c in v.items()),
         diagnostics.CALENDARS_NOT_DICT.id,
     ),
+    "SAVE_NOTICES": Rule("True or False", lambda v: isinstance(v, bool), diagnostics.SAVE_NOTICES.id),
 }
 
 

@@ -4,7 +4,7 @@ and docs/system-checks.md is rendered from it (``scripts/system-checks-table``),
 is written once, here: ``tests/test_system_checks.py`` fails if an id literal appears anywhere
 else in prescient/ or twice in this table.
 
-Ids: E001–E014 the ``PRESCIENT`` settings, E010 registered checks, E020–E023 a task backend (its
+Ids: E001–E015 the ``PRESCIENT`` settings, E010 registered checks, E020–E023 a task backend (its
 ``OPTIONS``, its app), E030–E032 calendars and expectations; W… warnings, I… deployment information.
 """
 
@@ -57,6 +57,7 @@ COUNTS = Diagnostic(
     "prescient.E005", ERROR, "`MAX_CHECKS`, `MAX_RETRIES` or `RECENT_ERRORS` is not a whole number in range",
     SEE_HINT,
 )
+SAVE_NOTICES = Diagnostic("prescient.E015", ERROR, "`SAVE_NOTICES` is not True or False", SEE_HINT)
 BATCH_SIZE = Diagnostic("prescient.E006", ERROR, "`BATCH_SIZE` is not a whole number from 1 to 10,000", SEE_HINT)
 STALE_AFTER = Diagnostic(
     "prescient.E007", ERROR, "`STALE_AFTER_SECONDS` is neither `None` nor a number of seconds in range", SEE_HINT
@@ -157,6 +158,14 @@ AUTOVACUUM_OFF = Diagnostic(
     "`manage.py check --database default`",
     "`ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf();` (as PostgreSQL ships), or "
     "`VACUUM (ANALYZE) prescient_futurejob` every few minutes from cron",
+)
+SAVE_TRIGGER_MISSING = Diagnostic(
+    "prescient.W014", WARNING, "a table an expectation watches has no save trigger (or an older one) on "
+    "PostgreSQL: each save of its model asks the database once more after its commit to find a pending "
+    "expectation. A check of the database: Django runs it at `migrate` and with `manage.py check --database "
+    "default`",
+    "run `manage.py migrate` (it installs the triggers of the models watched then); or set "
+    '`PRESCIENT["SAVE_NOTICES"] = False` to judge every save by asking ([expectations.md](expectations.md))',
 )
 API_TOKENS_OVER_HTTP = Diagnostic(
     "prescient.W013", WARNING, "the JSON API is mounted but nothing in the settings says requests arrive "

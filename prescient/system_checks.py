@@ -127,6 +127,28 @@ def check_autovacuum(app_configs: Any = None, databases: Any = None, **kwargs: A
     return autovacuum_warnings(server_autovacuum(connections["default"]))
 
 
+@register(Tags.database)
+def check_save_triggers(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
+    """``diagnostics.SAVE_TRIGGER_MISSING`` (W014): a watched table without its current save
+    trigger, on PostgreSQL, when asked for the default database."""
+    if not databases or "default" not in databases:
+        return []
+    from .kinds import commit_notices
+
+    try:
+        tables = commit_notices.missing("default")
+    except DatabaseError:  # unreachable, or not migrated yet: migrate and Django's checks say so
+        return []
+    return [
+        diagnostics.SAVE_TRIGGER_MISSING(
+            f"table {table} has no current prescient save trigger: each save of its model asks PostgreSQL "
+            "once more after its commit for a pending expectation",
+            obj=table,
+        )
+        for table in tables
+    ]
+
+
 def server_autovacuum(connection: BaseDatabaseWrapper) -> str | None:
     """PostgreSQL's ``autovacuum`` setting, or None (another database, or none reachable)."""
     if connection.vendor != "postgresql":

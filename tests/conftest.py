@@ -173,8 +173,28 @@ def declare() -> Iterator[Callable[..., list[tuple[int, int]]]]:
             name, model=options.pop("model", "testapp.Thing"), met=Q(status="shipped") if met is None else met,
             ladder=list(ladder), **options,
         )(handler or record)
+        _sync_save_triggers()
         return calls
 
     yield add
     for name in names:
         expectations.unregister(name)
+    if names:
+        _sync_save_triggers(teardown=True)
+
+
+def _sync_save_triggers(*, teardown: bool = False) -> None:
+    """On PostgreSQL, give the watched tables their save triggers as ``migrate`` does for the
+    expectations declared at import (here declared by a test), so the expectation tests run on
+    the path a deployment takes; SQLite takes the other. Taken off again once the test is done
+    (in a test's own transaction its rollback does that)."""
+    from django.db import connection
+
+    from prescient.kinds import commit_notices
+
+    if connection.vendor != "postgresql" or (teardown and connection.in_atomic_block):
+        return
+    try:
+        commit_notices.sync()
+    except RuntimeError:  # a test without the database: nothing to install
+        pass

@@ -44,6 +44,7 @@ BAD: dict[str, list[tuple[Any, str]]] = {
     "CHILD_MEMORY_MB": [(64, "E009")],
     "CHILD_MAX_RUNS": [(0, "E009")],
     "MAX_CRASHES": [(0, "E009")],
+    "SAVE_NOTICES": [("yes", "E015")],
     "CALENDARS": [
         (5, "E030"),
         ({"support": {"timezone": "Nowhere/Land", "hours": {"mon-fri": "09:00-17:00"}}}, "E031"),

@@ -31,7 +31,7 @@ from prescient.exceptions import InvalidTime
 from prescient.expectations import KIND, Expectation, get_expectation, of_model, registered, watchers
 from prescient.models import FutureJob
 
-from . import judging
+from . import commit_notices, judging
 
 logger = logging.getLogger(__name__)
 
@@ -143,11 +143,11 @@ def _saved(
     sender: type[models.Model], instance: models.Model, raw: bool = False, using: str = "default", **kwargs: Any
 ) -> None:
     if not raw:  # a fixture being loaded is no save by the application
-        judging.note(instance, using)
+        commit_notices.note(instance, using)
 
 
 def _deleted(sender: type[models.Model], instance: models.Model, using: str = "default", **kwargs: Any) -> None:
-    judging.note(instance, using)
+    commit_notices.note(instance, using)
 
 
 def watch(entry: Expectation) -> None:

@@ -75,6 +75,28 @@ class Statement:
             return list(cursor.fetchall())
 
 
+#: The names a trigger function gives the instance's key (text) and primary key (the column's
+#: type) where a compiled statement has its two open parameters (:func:`inlined`).
+KEY_VARIABLE, PK_VARIABLE = "prescient_key_", "prescient_pk_"
+
+
+def inlined(compiled: Statement, alias: str) -> str | None:
+    """``compiled`` as one SQL text for a PostgreSQL trigger function: its fixed parameters
+    written in as literals, its two open ones as the variables ``KEY_VARIABLE`` and
+    ``PK_VARIABLE``. None when it cannot be written so."""
+    connection = connections[alias]
+    stand_ins = {"key": "prescient-open-key-7d1c", "pk": "prescient-open-pk-7d1c"}
+    params = [stand_ins["key"] if p is _KEY else stand_ins["pk"] if p is _PK else p for p in compiled.params]
+    try:
+        sql = str(connection.ops.compose_sql(compiled.sql, params))  # type: ignore[attr-defined]
+    except Exception:  # a value psycopg cannot write as a literal: that model is judged by asking
+        return None
+    key, pk = f"'{stand_ins['key']}'", f"'{stand_ins['pk']}'"
+    if key not in sql or pk not in sql:
+        return None
+    return sql.replace(key, KEY_VARIABLE).replace(pk, PK_VARIABLE)
+
+
 #: Compiled statements by (model label, database alias, the registry's generation).
 _compiled: dict[tuple[str, str, int], Statement | None] = {}
 
@@ -185,38 +207,6 @@ def judge_safely(label: str, pk: Any) -> None:
         logger.warning("pending expectations of %s:%s could not be judged after its save (%s: %s); "
                        "they are judged at their next rung", label, pk, type(exc).__name__, exc,
                        exc_info=not isinstance(exc, DatabaseError))
-
-
-class _Noted:
-    """The instances one transaction saved or deleted, judged once when it commits."""
-
-    def __init__(self, hooks: list[Any]) -> None:
-        self.hooks = hooks  # the connection's on-commit list this was registered in
-        self.keys: dict[tuple[str, Any], None] = {}
-
-    def __call__(self) -> None:
-        keys, self.keys = self.keys, {}
-        for label, pk in keys:
-            judge_safely(label, pk)
-
-
-def note(instance: models.Model, using: str) -> None:
-    """``instance`` was saved or deleted on ``using``: judge its pending expectations once that
-    transaction commits (at once in autocommit; in the transaction itself under manual
-    transaction management, where nothing tells when it commits)."""
-    label, pk = instance._meta.label_lower, instance.pk
-    if pk is None:
-        return
-    connection = connections[using]
-    if not connection.in_atomic_block:
-        judge_safely(label, pk)
-        return
-    noted = getattr(connection, "_prescient_noted", None)
-    if noted is None or noted.hooks is not connection.run_on_commit:  # committed or rolled back since
-        noted = _Noted(connection.run_on_commit)
-        connection._prescient_noted = noted  # type: ignore[attr-defined]
-        transaction.on_commit(noted, using=using)
-    noted.keys[(label, pk)] = None
 
 
 #: The expectations whose met could not be judged at a save, already logged by this process.

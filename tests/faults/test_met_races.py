@@ -25,6 +25,7 @@ from django.utils import timezone
 
 import prescient
 from prescient import expectations
+from prescient.kinds import commit_notices
 from prescient.models import FutureJob, JobHistory
 from tests.testapp import rungs
 from tests.testapp.models import RunLog, Thing
@@ -39,10 +40,15 @@ SPACING = timedelta(milliseconds=8)
 
 @pytest.fixture
 def race():
+    """The race's expectation, with its table's save trigger as ``migrate`` installs it for an
+    expectation declared at import: saves are judged the way a deployment's are."""
     expectations.unregister(rungs.RACE_NAME)
     rungs.declare_race()
+    commit_notices.sync()
+    assert commit_notices.missing() == []
     yield
     expectations.unregister(rungs.RACE_NAME)
+    commit_notices.sync()
 
 
 def test_saves_racing_the_rungs__no_handler_after_a_committed_met_and_undone_ones_stay_pending(processes, race):
