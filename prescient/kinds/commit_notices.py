@@ -95,6 +95,11 @@ def usable(connection: BaseDatabaseWrapper) -> bool:
     """Whether ``connection`` can hear the triggers: PostgreSQL through psycopg 3."""
     if connection.vendor != "postgresql":
         return False
+    return _psycopg3()
+
+
+@functools.cache
+def _psycopg3() -> bool:
     from django.db.backends.postgresql.psycopg_any import is_psycopg3
 
     return bool(is_psycopg3)
