@@ -1,6 +1,7 @@
 """How prescient words what it shows, in one place for the admin, the commands and the kinds'
 descriptions: times in the site's time zone as the admin shows them, a ladder's offsets as
-``10m``/``3h``/``1d``, counts with their noun in the right number."""
+``10m``/``3h``/``1d``, counts with their noun in the right number, an entity as
+``app.model:pk``."""
 
 from __future__ import annotations
 
@@ -35,3 +36,27 @@ def offset_text(offset: timedelta | float) -> str:
 def counted(count: int, noun: str, plural: str | None = None) -> str:
     """``1 rung``, ``3 rungs``."""
     return f"{count} {noun if count == 1 else (plural or noun + 's')}"
+
+
+#: What separates an entity's model label from its key: ``shop.order:4``. The ``#`` of
+#: versions before 0.4 (``shop.order#4``) is still read.
+ENTITY_SEPARATOR = ":"
+
+
+def entity_text(entity_name: str, entity_key: object) -> str:
+    """An entity as every page, command, log line and API entry writes it: ``shop.order:4``."""
+    return f"{entity_name}{ENTITY_SEPARATOR}{entity_key}"
+
+
+def parse_entity(text: str) -> tuple[str, str] | None:
+    """``shop.order:4`` (or the older ``shop.order#4``) as ``("shop.order", "4")``, the label
+    lower-cased; None when ``text`` names no model and key. A label holds neither separator, so
+    the first one splits (a key may hold either: ``shop.code:a:b`` is key ``a:b``)."""
+    text = text.strip()
+    cut = min((i for i in (text.find(":"), text.find("#")) if i != -1), default=-1)
+    if cut <= 0:
+        return None
+    label, key = text[:cut].strip().lower(), text[cut + 1:].strip()
+    if "." not in label or not key:
+        return None
+    return label, key

@@ -76,7 +76,7 @@ def test_demo__has_a_daily_report_schedule_shown_in_the_admin_that_runs(tmp_path
     assert "schedule shop.late-orders-daily: every day at 08:00, Europe/Berlin, next " in result.stdout
     listed = run(["prescient_schedules"], db)
     assert listed.returncode == 0, listed.stderr
-    assert "shop.late-orders-daily: shop.late_orders shop.report#1 · every day at 08:00, Europe/Berlin" in listed.stdout
+    assert "shop.late-orders-daily: shop.late_orders shop.report:1 · every day at 08:00, Europe/Berlin" in listed.stdout
     checked = run(["shell", "-v0", "-c", ADMIN_AND_REPORT], db)
     assert checked.returncode == 0, checked.stderr
     lines = dict(line.split(" ", 1) for line in checked.stdout.splitlines() if " " in line)

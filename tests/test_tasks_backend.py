@@ -233,7 +233,7 @@ def test_admin__shows_task_jobs_beside_checks(admin_client, make_job):
     make_job()
     result = tasks.add.using(queue_name="b", priority=7).enqueue(4, 5)
     page = admin_client.get(reverse("admin:prescient_futurejob_changelist")).content.decode()
-    assert "add(4, 5)" in page and "queue b · priority 7" in page and "testapp.thing#" in page
+    assert "add(4, 5)" in page and "queue b · priority 7" in page and "testapp.thing:" in page
     detail = admin_client.get(reverse("admin:prescient_futurejob_change", args=[result.id]))
     assert detail.status_code == 200 and "task:tests.tasksapp.tasks.add" in detail.content.decode()
     run_due()

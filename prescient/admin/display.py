@@ -28,7 +28,7 @@ from prescient.checks import registered
 from prescient.engine.kind import UnknownKind, get_kind
 from prescient.models import FutureJob, JobHistory, Workflow
 from prescient.states import Outcome, State
-from prescient.wording import when_text
+from prescient.wording import entity_text, parse_entity, when_text
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldsetSpec
@@ -105,7 +105,7 @@ def entity_cell(site: admin.AdminSite, row: FutureJob | JobHistory) -> str:
     try:
         kind = get_kind(row.kind)
     except UnknownKind:
-        return f"{row.entity_name}#{row.entity_key}"
+        return entity_text(row.entity_name, row.entity_key)
     return kind.describe_html(row, site)
 
 
@@ -297,7 +297,8 @@ def light_date_hierarchy(cl: Any) -> dict[str, Any]:
 
 
 def search_entities(queryset: QuerySet[Any], term: str) -> QuerySet[Any]:
-    """Rows of an entity key (``42``, or ``shop.order#42``) or of a workflow, matched exactly.
+    """Rows of an entity key (``42``, or ``shop.order:42``; the older ``shop.order#42`` too) or
+    of a workflow, matched exactly.
 
     Exact matches are index lookups; a partial match would read every row of a large table.
     A bare key is looked up among the models of the registered checks.
@@ -305,9 +306,9 @@ def search_entities(queryset: QuerySet[Any], term: str) -> QuerySet[Any]:
     term = term.strip()
     if not term:
         return queryset
-    name, hash_sign, key = term.rpartition("#")
-    if hash_sign and name:
-        return queryset.filter(entity_name=name.lower(), entity_key=key)
+    parsed = parse_entity(term)
+    if parsed is not None:
+        return queryset.filter(entity_name=parsed[0], entity_key=parsed[1])
     labels = {entry.model_label for entry in registered()}
     by_key = Q(entity_key=term)
     if labels and None not in labels:

@@ -19,6 +19,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from prescient.models import FutureJob, JobHistory, JobLink
+from prescient.wording import entity_text
 
 from .display import OUTCOME_COLOURS, QUIET, STATE_COLOURS, badge
 
@@ -92,10 +93,11 @@ def nodes_for(site: admin.AdminSite, job_ids: set[int]) -> dict[int, Node]:
     """A node per job id: the live job if there is one, else its history row."""
     nodes: dict[int, Node] = {}
     for job in FutureJob.objects.filter(pk__in=job_ids):
-        nodes[job.pk] = Node(job.pk, job.job_exec, f"{job.entity_name}#{job.entity_key}", job.get_state_display(),
-                             STATE_COLOURS.get(job.state, QUIET), _url(site, FutureJob, job.pk))
+        nodes[job.pk] = Node(job.pk, job.job_exec, entity_text(job.entity_name, job.entity_key),
+                             job.get_state_display(), STATE_COLOURS.get(job.state, QUIET),
+                             _url(site, FutureJob, job.pk))
     for row in JobHistory.objects.filter(job_id__in=job_ids - set(nodes)):
-        nodes[row.job_id] = Node(row.job_id, row.job_exec, f"{row.entity_name}#{row.entity_key}",
+        nodes[row.job_id] = Node(row.job_id, row.job_exec, entity_text(row.entity_name, row.entity_key),
                                  row.get_outcome_display(), OUTCOME_COLOURS.get(row.outcome, QUIET),
                                  _url(site, JobHistory, row.pk))
     return nodes

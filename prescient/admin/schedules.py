@@ -16,6 +16,7 @@ from prescient import cron
 from prescient.engine import recurring
 from prescient.kinds.links import admin_url
 from prescient.models import JobHistory, Schedule
+from prescient.wording import entity_text
 
 # ModelAdmin is generic in django-stubs only (subscripting it at runtime needs django_stubs_ext).
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ class ScheduleAdmin(_AdminBase):
 
     @admin.display(description=_("starts"))
     def starts(self, obj: Schedule) -> str:
-        return f"{obj.job_exec} on {obj.entity_name}#{obj.entity_key}" if obj.entity_key else obj.job_exec
+        return f"{obj.job_exec} on {entity_text(obj.entity_name, obj.entity_key)}" if obj.entity_key else obj.job_exec
 
     @admin.display(description=_("when"))
     def when(self, obj: Schedule) -> str:

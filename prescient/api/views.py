@@ -35,6 +35,7 @@ from ..exceptions import (
 )
 from ..models import FutureJob, JobHistory, Worker
 from ..states import State
+from ..wording import parse_entity
 from . import errors
 from .auth import ADD, CHANGE, VIEW, VIEW_HISTORY, Principal, caller, needs
 from .errors import ApiError, BodyError, forbidden, invalid, not_found
@@ -113,9 +114,11 @@ def _scoped(queryset: models.QuerySet[_M], principal: Principal) -> models.Query
 
 
 def _by_entity(queryset: models.QuerySet[Any], entity: str) -> models.QuerySet[Any]:
-    model, colon, key = entity.partition(":")
-    queryset = queryset.filter(entity_name=model.strip().lower())
-    return queryset.filter(entity_key=key) if colon else queryset
+    """``shop.order:4`` (or ``shop.order#4``): that entity's rows; ``shop.order``: its model's."""
+    parsed = parse_entity(entity)
+    if parsed is not None:
+        return queryset.filter(entity_name=parsed[0], entity_key=parsed[1])
+    return queryset.filter(entity_name=entity.strip().lower())
 
 
 def _job(principal: Principal, job_id: int) -> FutureJob:

@@ -31,6 +31,7 @@ from django.core.checks import CheckMessage
 from django.utils.html import format_html
 
 from prescient.exceptions import PrescientError, RerunRefused
+from prescient.wording import entity_text
 
 if TYPE_CHECKING:
     from django.contrib.admin import AdminSite
@@ -89,7 +90,7 @@ class JobKind:
 
     def describe(self, row: FutureJob | JobHistory) -> str:
         """The "entity" cell as plain text."""
-        return f"{row.entity_name}#{row.entity_key}"
+        return entity_text(row.entity_name, row.entity_key)
 
     def describe_html(self, row: FutureJob | JobHistory, site: AdminSite) -> str:
         """The "entity" cell of the admin (safe HTML)."""

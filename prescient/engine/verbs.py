@@ -21,6 +21,7 @@ from prescient.exceptions import ImmutableField, InvalidEntity
 from prescient.exceptions import JobNotFound as JobNotFound  # re-exported: it used to live here
 from prescient.models import FutureJob
 from prescient.states import Event, Outcome
+from prescient.wording import entity_text
 
 from . import bulk, dependencies, store
 from .commands import cancel_job, kill, pause, release, run_now, sleep  # re-exported: the verbs are one API
@@ -101,7 +102,8 @@ def schedule_job(
         if replace and workflow and existing.workflow != workflow:
             raise ImmutableField(
                 "workflow", existing.pk,
-                f"Job {existing.pk} ({entry.name} {entity_name}#{entity_key}) is in workflow {existing.workflow!r}, "
+                f"Job {existing.pk} ({entry.name} {entity_text(entity_name, entity_key)}) is in workflow "
+                f"{existing.workflow!r}, "
                 f"not {workflow!r}: replace=True moves a pending job's due time, never its workflow. Cancel it "
                 "and schedule it again to put it in another workflow.",
             )

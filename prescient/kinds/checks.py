@@ -28,6 +28,7 @@ from prescient.engine.kind import JobKind
 from prescient.exceptions import PrescientError
 from prescient.models import FutureJob, JobHistory
 from prescient.states import Event, Outcome
+from prescient.wording import entity_text
 
 from .links import entity_link
 
@@ -174,7 +175,7 @@ class CheckKind(JobKind):
             return failure(Decision(job=job, event=Event.FINISH), check, describe(exc), now, exception=exc)
         if context is None:
             return Decision(job=job, event=Event.FINISH, outcome=Outcome.ENTITY_MISSING)
-        label = f"{check.name}[{job.entity_name}#{job.entity_key}]"
+        label = f"{check.name}[{entity_text(job.entity_name, job.entity_key)}]"
         result = runner.call(check.func, (context, job), check.timeout, label)
         return decide(job, check, result, now)
 

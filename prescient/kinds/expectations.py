@@ -47,7 +47,7 @@ from prescient.expectations import KIND, Expectation, get_expectation, registere
 from prescient.models import FutureJob, JobHistory
 from prescient.signals import expectation_missed
 from prescient.states import Event, Outcome
-from prescient.wording import counted, when_text
+from prescient.wording import counted, entity_text, when_text
 
 from .checks import handed_back_or_failed, load_entities
 from .links import entity_link
@@ -237,7 +237,7 @@ class ExpectationKind(JobKind):
             return Decision(job=job, event=Event.FINISH, outcome=Outcome.MET)
         rungs = rungs_of(job) or expectation.rungs(context.instance, job.created_at)
         step = step_of(job) + 1
-        label = f"{expectation.name}[{job.entity_name}#{job.entity_key}] rung {step}"
+        label = f"{expectation.name}[{entity_text(job.entity_name, job.entity_key)}] rung {step}"
         if step <= len(rungs) and now < rungs[step - 1]:
             return self._early(job, expectation, check, context, rungs[step - 1], label, now)
         result = runner.call(climb, (expectation, context.instance, job, step), check.timeout, label, KIND)
@@ -278,7 +278,7 @@ class ExpectationKind(JobKind):
         )
 
     def describe(self, row: FutureJob | JobHistory) -> str:
-        return f"{row.entity_name}#{row.entity_key} · {ladder_text(row)}"
+        return f"{entity_text(row.entity_name, row.entity_key)} · {ladder_text(row)}"
 
     def progress(self, job: FutureJob) -> str | None:
         # No re-checks: its ladder is its bound (MAX_CHECKS does not apply).

@@ -92,7 +92,7 @@ def expect(
             written = 0
     if not written:  # another process started it meanwhile
         return FutureJob.objects.filter(**key).first()
-    logger.debug("job id=%s expects %s of %s#%s, first rung %s", job.pk, entry.name, entity_name, entity_key, first)
+    logger.debug("job id=%s expects %s of %s:%s, first rung %s", job.pk, entry.name, entity_name, entity_key, first)
     return job
 
 

@@ -12,10 +12,12 @@ from django.db.models import Model
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
+from prescient.wording import entity_text
+
 
 def entity_link(site: admin.AdminSite, entity_name: str, entity_key: str) -> str:
     """``entity_name#entity_key``, linked to the entity's change page when ``site`` has its model."""
-    text = f"{entity_name}#{entity_key}"
+    text = entity_text(entity_name, entity_key)
     try:
         model = apps.get_model(entity_name)
     except (LookupError, ValueError):

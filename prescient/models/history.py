@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from prescient.wording import entity_text
+
 from ..states import Outcome
 
 if TYPE_CHECKING:
@@ -69,7 +71,7 @@ class JobHistory(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.job_exec} {self.entity_name}#{self.entity_key}: {self.outcome}"
+        return f"{self.job_exec} {entity_text(self.entity_name, self.entity_key)}: {self.outcome}"
 
     @classmethod
     def from_job(cls, job: FutureJob, outcome: str, finished_at: datetime, **extra: Any) -> JobHistory:

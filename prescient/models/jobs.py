@@ -11,6 +11,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from prescient.wording import entity_text
+
 from .. import interrupts
 from ..cleaning import unstorable
 from ..states import Outcome, State
@@ -134,7 +136,7 @@ class FutureJob(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.job_exec} {self.entity_name}#{self.entity_key} ({self.state})"
+        return f"{self.job_exec} {entity_text(self.entity_name, self.entity_key)} ({self.state})"
 
     @property
     def in_flight(self) -> bool:

@@ -143,7 +143,7 @@ def test_workflow_graph__labels_fit_their_nodes_and_lead_with_check_and_entity(l
         for node in nodes:
             job = next(j for j in jobs if str(j.pk) == node["job"])
             label, caption = node["texts"]
-            assert label["text"] == f"{job.job_exec} · testapp.thing#{job.entity_key}"  # whole: not clipped
+            assert label["text"] == f"{job.job_exec} · testapp.thing:{job.entity_key}"  # whole: not clipped
             assert caption["text"].startswith(f"job {job.pk} · ")  # the id second
             for text in node["texts"]:
                 assert text["end"] <= node["x"] + node["width"], (node, text)  # inside its box

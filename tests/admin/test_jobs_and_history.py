@@ -141,7 +141,7 @@ def test_changelists__offer_show_all_only_when_a_filter_or_search_narrows_them(a
 def test_job_changelist__entity_is_plain_text_when_its_model_is_not_registered(admin_client, make_job):
     job = make_job()
     content = admin_client.get(CHANGELIST).content.decode()
-    assert f"testapp.thing#{job.entity_key}" in content
+    assert f"testapp.thing:{job.entity_key}" in content
     assert "/admin/testapp/thing/" not in content
 
 
@@ -149,7 +149,7 @@ def test_job_changelist__entity_is_plain_text_when_its_model_is_not_registered(a
 def test_entity__links_to_its_admin_page_on_the_same_site(admin_client, make_job, t0):
     job = make_job()
     prescient.kill(make_job(thing=Thing.objects.get(pk=job.entity_key), check="test.slow"), "done", now=t0)
-    link = f'<a href="/entity-admin/testapp/thing/{job.entity_key}/change/">testapp.thing#{job.entity_key}</a>'
+    link = f'<a href="/entity-admin/testapp/thing/{job.entity_key}/change/">testapp.thing:{job.entity_key}</a>'
     assert link in admin_client.get("/entity-admin/prescient/futurejob/").content.decode()
     assert link in admin_client.get("/entity-admin/prescient/jobhistory/").content.decode()
     assert link in admin_client.get(f"/entity-admin/prescient/futurejob/{job.pk}/change/").content.decode()
@@ -347,7 +347,7 @@ def test_kill__asks_for_a_reason_then_ends_the_job_in_history(admin_client, jobs
     assert "prescient/admin/kill_confirmation.html" in [t.name for t in response.templates]
     content = response.content.decode()
     assert "csrfmiddlewaretoken" in content
-    assert f"testapp.thing#{job.entity_key}" in content
+    assert f"testapp.thing:{job.entity_key}" in content
     assert "Kill this job?" in content and 'value="Yes, kill it"' in content and "Kill a job" in content
     assert reload(job) is not None
 

@@ -25,8 +25,8 @@ def test_job_page__lists_parents_and_children_linked_with_their_states(admin_cli
     page = admin_client.get(reverse("admin:prescient_futurejob_change", args=[pack.pk])).content.decode()
     # The check and the entity first, the job's id second (not "#17", which reads like an order number).
     assert "runs after" in page
-    assert f"test.record · testapp.thing#{charge.entity_key}</a> <small>(job {charge.pk})" in page
-    assert f"test.record · testapp.thing#{ship.entity_key}</a> <small>(job {ship.pk})" in page
+    assert f"test.record · testapp.thing:{charge.entity_key}</a> <small>(job {charge.pk})" in page
+    assert f"test.record · testapp.thing:{ship.entity_key}</a> <small>(job {ship.pk})" in page
     assert reverse("admin:prescient_futurejob_change", args=[ship.pk]) in page and "Waiting" in page
 
     prescient.tick(t0)
@@ -76,6 +76,6 @@ def test_workflow_graph__labels_are_never_truncated(admin_client, make_thing, t0
     thing = make_thing()
     prescient.schedule(thing, "test.record", workflow="w", now=t0)
     page = admin_client.get(reverse("admin:prescient_workflow_graph", args=["w"])).content.decode()
-    assert f">test.record · testapp.thing#{thing.pk}</text>" in page  # whole, no "…"
+    assert f">test.record · testapp.thing:{thing.pk}</text>" in page  # whole, no "…"
     start = page.index('<div class="module prescient-graph">')
     assert "…" not in page[start:page.index("</svg>", start)]

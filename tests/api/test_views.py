@@ -447,6 +447,7 @@ def test_list__filters_by_state_check_workflow_and_entity(api, register, make_jo
     assert ids(workflow="") == [j2.pk]
     assert ids(entity="testapp.thing") == [j1.pk, j2.pk, j3.pk]
     assert ids(entity=f"testapp.Thing:{a.pk}") == [j1.pk, j3.pk]
+    assert ids(entity=f"testapp.thing#{a.pk}") == [j1.pk, j3.pk]  # the notation before 0.4, still read
     assert ids(entity="testapp.other") == []
     assert ids(state="scheduled", workflow="w1", check="test.record") == [j1.pk]
 

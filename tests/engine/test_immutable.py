@@ -78,7 +78,7 @@ def test_schedule_replace__into_another_workflow_is_refused_and_changes_nothing(
     thing = make_thing()
     job = prescient.schedule(thing, "test.record", workflow="A", at=t0 + HOUR, now=t0)
     with pytest.raises(prescient.ImmutableField, match=re.escape(
-        f"Job {job.pk} (test.record testapp.thing#{thing.pk}) is in workflow 'A', not 'B': replace=True moves "
+        f"Job {job.pk} (test.record testapp.thing:{thing.pk}) is in workflow 'A', not 'B': replace=True moves "
         "a pending job's due time, never its workflow."
     )) as info:
         prescient.schedule(thing, "test.record", workflow="B", replace=True, at=t0 + 5 * HOUR, now=t0)
@@ -115,7 +115,7 @@ def test_prescient_schedule_replace__into_another_workflow_is_an_error_and_its_d
     out = StringIO()
     call_command(*args, "--dry-run", stdout=out)
     assert out.getvalue() == (
-        f"Job {job.pk} (test.record testapp.thing#{thing.pk}) is in workflow 'A': --replace moves its due time, "
+        f"Job {job.pk} (test.record testapp.thing:{thing.pk}) is in workflow 'A': --replace moves its due time, "
         "never its workflow; nothing would change.\n"
     )
     with pytest.raises(CommandError, match="is in workflow 'A', not 'B'"):

@@ -270,7 +270,7 @@ def test_prescient_schedules_command__lists_the_next_occurrence():
                         timezone="America/New_York", now=T)
     out = StringIO()
     call_command("prescient_schedules", stdout=out)
-    assert "weekly: test.record testapp.thing#" in out.getvalue()
+    assert "weekly: test.record testapp.thing:" in out.getvalue()
     assert "every Monday at 09:00, America/New_York · next 2026-01-05T14:00:00+00:00" in out.getvalue()
 
 

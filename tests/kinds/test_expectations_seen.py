@@ -42,10 +42,10 @@ def test_admin__the_ladder_in_the_entity_cell_and_history_filtered_by_outcome(ad
     jobs = admin_client.get("/admin/prescient/futurejob/").content.decode()
     assert "rung 0 of 1 reached; next" in jobs
     history = admin_client.get("/admin/prescient/jobhistory/", {"outcome__exact": "missed"}).content.decode()
-    assert "missed: the one rung reached" in history and f"testapp.thing#{missed.pk}" in history  # #34: "all 1 rungs"
-    assert f"testapp.thing#{met.pk}" not in history
+    assert "missed: the one rung reached" in history and f"testapp.thing:{missed.pk}" in history  # #34: "all 1 rungs"
+    assert f"testapp.thing:{met.pk}" not in history
     history = admin_client.get("/admin/prescient/jobhistory/", {"outcome__exact": "met"}).content.decode()
-    assert "met at " in history and f"testapp.thing#{met.pk}" in history
+    assert "met at " in history and f"testapp.thing:{met.pk}" in history
 
 
 def test_dashboard__met_and_missed_per_slot(admin_client, climbed):

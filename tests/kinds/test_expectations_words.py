@@ -114,7 +114,7 @@ def test_logs__name_an_expectation_an_expectation_not_a_check(declare, make_thin
         prescient.tick(T0 + 3 * H)
     lines = [r.getMessage() for r in caplog.records]
     settled = [line for line in lines if "outcome=retried" in line]
-    assert settled and settled[0].startswith("expectation=test.expect entity=testapp.thing#")
+    assert settled and settled[0].startswith("expectation=test.expect entity=testapp.thing:")
     assert any(line.startswith("expectation test.expect[") and " raised" in line for line in lines)
     assert not [line for line in lines if line.startswith("check")]
 

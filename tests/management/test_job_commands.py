@@ -46,8 +46,8 @@ def test_pause__by_check_and_state_pauses_the_selected_jobs_and_sums_up(make_job
     running = make_job("test.record", state=State.RUNNING, reserved_by="w", reserved_at=a.next_check_at)
     out = run("prescient_pause", "--check", "test.record", "--state", "scheduled")
     assert out.splitlines() == [
-        f"job {a.pk} test.record testapp.thing#{a.entity_key}: scheduled -> paused",
-        f"job {b.pk} test.record testapp.thing#{b.entity_key}: scheduled -> paused",
+        f"job {a.pk} test.record testapp.thing:{a.entity_key}: scheduled -> paused",
+        f"job {b.pk} test.record testapp.thing:{b.entity_key}: scheduled -> paused",
         "Paused 2 job(s); 0 unchanged; 0 refused; 2 selected.",
     ]
     assert [state_of(j) for j in (a, b, other_check, running)] == [
@@ -58,7 +58,7 @@ def test_pause__by_check_and_state_pauses_the_selected_jobs_and_sums_up(make_job
 def test_bulk__a_refused_job_is_counted_and_the_others_go_on(make_job, t0):
     scheduled, buried = make_job(), make_job(state=State.BURIED)
     out = run("prescient_pause", "--check", "test.record", "--now", T0_ISO)
-    assert f"job {buried.pk} test.record testapp.thing#{buried.entity_key}: refused: Job {buried.pk} is buried" in out
+    assert f"job {buried.pk} test.record testapp.thing:{buried.entity_key}: refused: Job {buried.pk} is buried" in out
     assert out.splitlines()[-1] == "Paused 1 job(s); 0 unchanged; 1 refused; 2 selected."
     assert (state_of(scheduled), state_of(buried)) == (State.PAUSED, State.BURIED)
 
@@ -68,10 +68,10 @@ def test_dry_run__says_what_would_change_and_changes_nothing(make_job):
     buried = make_job(state=State.BURIED)
     out = run("prescient_pause", "--check", "test.record", "--dry-run")
     assert out.splitlines() == [
-        f"job {scheduled.pk} test.record testapp.thing#{scheduled.entity_key}: scheduled -> paused (would change)",
-        f"job {paused.pk} test.record testapp.thing#{paused.entity_key}: paused, would not change",
+        f"job {scheduled.pk} test.record testapp.thing:{scheduled.entity_key}: scheduled -> paused (would change)",
+        f"job {paused.pk} test.record testapp.thing:{paused.entity_key}: paused, would not change",
         (
-            f"job {buried.pk} test.record testapp.thing#{buried.entity_key}: refused: "
+            f"job {buried.pk} test.record testapp.thing:{buried.entity_key}: refused: "
             f"Job {buried.pk} is buried: 'pause' is not allowed"
         ),
         "Would pause 1 job(s); 1 unchanged; 1 refused; 3 selected.",
@@ -92,7 +92,7 @@ def test_json__gives_every_job_and_the_counts(make_job):
     data = run_json("prescient_release", "--workflow", "w", "--state", "buried")
     assert data["verb"] == "release" and data["dry_run"] is False
     assert data["jobs"] == [{
-        "id": buried.pk, "entity": f"testapp.thing#{buried.entity_key}", "check": "test.record", "workflow": "w",
+        "id": buried.pk, "entity": f"testapp.thing:{buried.entity_key}", "check": "test.record", "workflow": "w",
         "state": "buried", "to": "", "result": "refused",
         "detail": f"Job {buried.pk} is buried: 'release' is not allowed",
     }]
@@ -177,7 +177,7 @@ def test_cancel__one_job_by_id(make_job):
     job = make_job()
     out = run("prescient_cancel", "--id", str(job.pk))
     assert out.splitlines() == [
-        f"job {job.pk} test.record testapp.thing#{job.entity_key}: scheduled -> cancelled",
+        f"job {job.pk} test.record testapp.thing:{job.entity_key}: scheduled -> cancelled",
     ]  # one job asked for by id: its line, no summary
     assert JobHistory.objects.get(job_id=job.pk).outcome == Outcome.CANCELLED
 
@@ -206,12 +206,12 @@ def test_schedule__one_check_for_one_entity_then_keeps_it(make_thing, t0):
     thing = make_thing()
     args = ("prescient_schedule", "--check", "test.record", "--entity", f"testapp.thing:{thing.pk}")
     dry = run(*args, "--delay-seconds", "3600", "--now", T0_ISO, "--dry-run")
-    assert dry == f"Would schedule test.record testapp.thing#{thing.pk}, due {(t0 + HOUR).isoformat()}.\n"
+    assert dry == f"Would schedule test.record testapp.thing:{thing.pk}, due {(t0 + HOUR).isoformat()}.\n"
     assert not FutureJob.objects.exists()
     out = run(*args, "--delay-seconds", "3600", "--now", T0_ISO)
     job = FutureJob.objects.get()
     due = (t0 + HOUR).isoformat()
-    assert out == f"Scheduled job {job.pk}: test.record testapp.thing#{thing.pk}, due {due} (scheduled).\n"
+    assert out == f"Scheduled job {job.pk}: test.record testapp.thing:{thing.pk}, due {due} (scheduled).\n"
     again = run_json(*args, "--now", T0_ISO)
     assert (again["id"], again["created"]) == (job.pk, False)
 

@@ -50,7 +50,7 @@ def end_job(job: FutureJob, outcome: str, now: datetime) -> JobHistory:
     """End one locked job with ``outcome`` (see :func:`end_jobs`)."""
     row = end_jobs([(job, outcome)], now)[0]
     logger.info(
-        "job id=%s %s=%s entity=%s#%s ended outcome=%s",
+        "job id=%s %s=%s entity=%s:%s ended outcome=%s",
         job.pk, job.kind or "check", job.job_exec, job.entity_name, job.entity_key, outcome,
     )
     return row

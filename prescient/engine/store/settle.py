@@ -282,7 +282,7 @@ def _settled(job: FutureJob, what: str, decision: Decision, tally: RunTally) -> 
     """Count and log a settled run of ``job`` that led to ``what``."""
     tally.run(job, what, decision)
     logger.info(
-        "%s=%s entity=%s#%s outcome=%s duration=%.3fs%s%s",
+        "%s=%s entity=%s:%s outcome=%s duration=%.3fs%s%s",
         job.kind or "check", job.job_exec, job.entity_name, job.entity_key, what, decision.seconds,
         f" error={decision.error}" if decision.error else "", f" reason={decision.reason}" if decision.reason else "",
     )

@@ -26,16 +26,18 @@ from prescient.engine import store, workflows
 from prescient.exceptions import JobNotFound, PrescientError, UnknownCheck, closest, did_you_mean
 from prescient.models import FutureJob
 from prescient.states import State
+from prescient.wording import entity_text, parse_entity
 
 from ._args import PrescientCommand, aware_datetime, job_id
 
 
 def entity_arg(text: str) -> tuple[str, str]:
-    """argparse type: ``app_label.model:pk`` (e.g. ``shop.order:42``)."""
-    label, sep, key = text.rpartition(":")
-    if not sep or "." not in label or not key:
+    """argparse type: ``app_label.model:pk`` (e.g. ``shop.order:42``; ``shop.order#42``, as
+    versions before 0.4 printed it, is read too)."""
+    parsed = parse_entity(text)
+    if parsed is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not app_label.model:pk (e.g. shop.order:42)")
-    return label, key
+    return parsed
 
 
 def model_label(label: str) -> str:
@@ -195,7 +197,8 @@ class JobsCommand(ExamplesCommand):
         single = self.one_job(options)
         done: list[Done] = []
         for job in self.selected(options):
-            row = Done(job.pk, f"{job.entity_name}#{job.entity_key}", job.job_exec, job.workflow, job.state, "", "")
+            entity = entity_text(job.entity_name, job.entity_key)
+            row = Done(job.pk, entity, job.job_exec, job.workflow, job.state, "", "")
             try:
                 row.to = self.preview(job, options)
                 if options["dry_run"]:

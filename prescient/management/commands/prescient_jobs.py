@@ -7,6 +7,7 @@ from django.core.management.base import CommandParser
 from prescient import limits
 from prescient.clock import db_now
 from prescient.models import FutureJob
+from prescient.wording import entity_text
 
 from ._args import row_limit
 from ._select import JobsCommand
@@ -15,7 +16,7 @@ from ._select import JobsCommand
 def job_row(job: FutureJob, held_by: str = "") -> dict[str, Any]:
     """A live job as the command prints it (and as ``--json`` gives it)."""
     row = {
-        "id": job.pk, "entity": f"{job.entity_name}#{job.entity_key}", "check": job.job_exec, "state": job.state,
+        "id": job.pk, "entity": entity_text(job.entity_name, job.entity_key), "check": job.job_exec, "state": job.state,
         "last_state": job.last_state, "next_check_at": job.next_check_at.isoformat(), "workflow": job.workflow,
         "check_count": job.check_count, "in_flight": job.in_flight,
     }

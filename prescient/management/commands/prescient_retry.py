@@ -14,6 +14,7 @@ from prescient.engine import rerun
 from prescient.exceptions import HistoryNotFound, PrescientError, RerunRefused
 from prescient.models import JobHistory
 from prescient.states import Outcome
+from prescient.wording import entity_text
 
 from ._args import Whole, aware_datetime, job_id
 from ._select import ExamplesCommand, entity_arg, model_label
@@ -102,7 +103,7 @@ class Command(ExamplesCommand):
         done: list[Rerun] = []
         planned: set[tuple[str, str, str]] = set()  # a dry run: the keys that would have a live job
         for row in self.selected(options):
-            item = Rerun(row.pk, f"{row.entity_name}#{row.entity_key}", row.job_exec, row.outcome, "")
+            item = Rerun(row.pk, entity_text(row.entity_name, row.entity_key), row.job_exec, row.outcome, "")
             key = (row.entity_name, row.entity_key, row.job_exec)
             try:
                 if options["dry_run"]:

@@ -13,6 +13,7 @@ from prescient.checks import schedulable
 from prescient.engine.verbs import due_time, entity_ref, schedule_job
 from prescient.exceptions import PrescientError
 from prescient.models import FutureJob
+from prescient.wording import entity_text
 
 from ._args import aware_datetime, delay_seconds
 from ._select import ExamplesCommand, entity_arg, known_workflow, model_label
@@ -74,7 +75,7 @@ class Command(ExamplesCommand):
             if options["dry_run"]:
                 due = due_time(entry, now, options["at"], delay)
                 pending = FutureJob.objects.filter(entity_name=name, entity_key=key, job_exec=entry.name).first()
-                self.dry_run(entry.name, f"{name}#{key}", due.isoformat(), pending, options)
+                self.dry_run(entry.name, entity_text(name, key), due.isoformat(), pending, options)
                 return
             job, created = schedule_job(
                 entity, entry, at=options["at"], delay=delay, workflow=workflow, replace=options["replace"], now=now

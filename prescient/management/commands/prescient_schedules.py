@@ -9,6 +9,7 @@ from prescient import cron
 from prescient.engine import recurring
 from prescient.exceptions import PrescientError
 from prescient.models import Schedule
+from prescient.wording import entity_text
 
 from ._args import aware_datetime
 from ._select import ExamplesCommand
@@ -86,7 +87,7 @@ class Command(ExamplesCommand):
 
     def list(self, as_json: bool) -> None:
         for s in Schedule.objects.order_by("name"):
-            entity = f"{s.entity_name}#{s.entity_key}" if s.entity_key else ""
+            entity = entity_text(s.entity_name, s.entity_key) if s.entity_key else ""
             row = {
                 "name": s.name, "starts": s.job_exec, "entity": entity,
                 "when": timing(s), "next_at": s.next_at.isoformat(), "paused": s.is_paused,
