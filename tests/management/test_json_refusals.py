@@ -18,6 +18,7 @@ from django.core.management import CommandError, call_command, load_command_clas
 from django.core.management.base import OutputWrapper
 from django.db import connections
 
+from prescient.management.commands._args import PrescientCommand
 from tests.conftest import manage
 from tests.test_docs import command_names
 
@@ -37,6 +38,12 @@ REFUSALS: dict[str, tuple[list[str], dict[str, Any], str]] = {
     "prescient_schedule": (["--check", "nope", "--entity", "testapp.thing:1"], {}, "Unknown check 'nope'"),
     "prescient_schedules": (["--pause", "nope"], {}, "No schedule named 'nope'"),
     "prescient_status": ([], {"SLOT_MINUTES": 7}, "PRESCIENT['SLOT_MINUTES'] must be"),
+    # Commands that refuse nothing of their own but a bad setting at start (before any work).
+    "prescient_prune": ([], {"SLOT_MINUTES": 7}, "PRESCIENT['SLOT_MINUTES'] must be"),
+    "prescient_tick": ([], {"SLOT_MINUTES": 7}, "PRESCIENT['SLOT_MINUTES'] must be"),
+    "prescient_reap": ([], {"SLOT_MINUTES": 7}, "PRESCIENT['SLOT_MINUTES'] must be"),
+    "prescient_worker": ([], {"SLOT_MINUTES": 7}, "PRESCIENT['SLOT_MINUTES'] must be"),
+    "prescient_backfill": (["testapp.Thing", "nope"], {}, "Unknown check 'nope'"),
 }
 
 
@@ -120,8 +127,20 @@ def test_without_json__the_refusal_is_one_line_on_stderr(command_line):
     assert err.startswith("CommandError: Unknown check 'nope'") and err.count("\n") == 1
 
 
-def test_a_command_without_json__refuses_the_option_in_text(command_line):
-    assert command_line("prescient_tick", "--json") == (1, "", "CommandError: unrecognized arguments: --json\n")
+def test_a_command_without_json__refuses_the_option_in_text(monkeypatch):
+    # Every prescient command has --json now (issue #35): a command of the same base without it.
+    class Plain(PrescientCommand):
+        def handle(self, *args: Any, **options: Any) -> None:
+            raise AssertionError("not reached")
+
+    out, err = io.StringIO(), io.StringIO()
+    command = Plain(stdout=out, stderr=err)
+    monkeypatch.setattr(connections, "close_all", lambda: None)
+    with pytest.raises(SystemExit) as exited:
+        command.run_from_argv(["manage.py", "plain", "--json"])
+    assert (exited.value.code, out.getvalue(), err.getvalue()) == (
+        1, "", "CommandError: unrecognized arguments: --json\n"
+    )
 
 
 def test_call_command__with_json_still_raises_command_error():

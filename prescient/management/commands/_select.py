@@ -9,7 +9,6 @@ what it does to one job (:meth:`JobsCommand.act`); the rest is here.
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -86,10 +85,6 @@ class ExamplesCommand(PrescientCommand):
                 "epilog", "examples:\n" + "\n".join(f"  python manage.py {line}" for line in self.examples)
             )
         return super().create_parser(prog_name, subcommand, **kwargs)
-
-    def emit(self, data: Any) -> None:
-        """Write ``data`` as one line of JSON (for scripts; written whatever the verbosity)."""
-        self.stdout.write(json.dumps(data, sort_keys=True, default=str))
 
 
 @dataclass
