@@ -277,7 +277,8 @@ def test_run_now__from_the_command_line_an_unknown_id_exits_1():
     out, err = process.communicate(timeout=60)
     assert (process.returncode, out) == (1, "")
     assert err.strip().splitlines() == [
-        "CommandError: No live job with id 4242; it may have finished (see JobHistory)"
+        ("CommandError: No live job with id 4242; it may have finished: "
+        "see python manage.py prescient_history --job-id 4242")
     ]
 
 

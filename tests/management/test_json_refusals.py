@@ -33,6 +33,7 @@ REFUSALS: dict[str, tuple[list[str], dict[str, Any], str]] = {
     "prescient_pause": (["--workflow", "nope"], {}, "Unknown workflow 'nope'"),
     "prescient_release": (["--id", "4242"], {}, "No live job with id 4242"),
     "prescient_retry": (["--id", "4242"], {}, "No finished job (history row) with id 4242"),
+    "prescient_history": (["--entity", "no.such:1"], {}, "Unknown model 'no.such'"),
     "prescient_run_now": ([], {}, "select jobs: give --id, --workflow, --entity, --check or --state"),
     "prescient_sleep": (["--entity", "no.such:1", "--until", "2026-11-22T10:00:00Z"], {}, "Unknown model 'no.such'"),
     "prescient_schedule": (["--check", "nope", "--entity", "testapp.thing:1"], {}, "Unknown check 'nope'"),
