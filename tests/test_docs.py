@@ -129,7 +129,7 @@ def test_commands_reference__lists_every_command_and_its_options():
 
 def test_parser_options__are_the_commands_own_without_djangos():
     options = parser_options(load_command_class("prescient", "prescient_tick"), "prescient_tick")
-    assert options == {"--now", "--batch-size"}
+    assert options == {"--now", "--batch-size", "--json"}
 
 
 # --- links ---------------------------------------------------------------------------------------

@@ -84,18 +84,28 @@ class TickSummary:
         self.counts.update(counts)
         self.rescued.update(counts)
 
+    def copy(self) -> TickSummary:
+        return TickSummary(Counter(self.counts), Counter(self.rescued), self.stopped_by)
+
+    def since(self, earlier: TickSummary) -> TickSummary:
+        """What was counted after ``earlier`` (a :meth:`copy` of this summary taken then)."""
+        return TickSummary(self.counts - earlier.counts, self.rescued - earlier.rescued, self.stopped_by)
+
     @property
     def processed(self) -> int:
         """Jobs this process's runs settled (not those it handed back, nor the rescuer's)."""
         return sum(v - self.rescued.get(k, 0) for k, v in self.counts.items() if k not in (BURIED, HANDED_BACK))
 
-    def line(self) -> str:
+    def fields(self) -> dict[str, int]:
+        """``processed`` and the counts, in the order :meth:`line` prints them (``--json``)."""
         # Expectations' outcomes only when some ended so: the line of a tick without them is as it was.
         sometimes = (Outcome.MET.value, Outcome.MISSED.value)
         order = [o.value for o in Outcome if o not in sometimes] + [RESCHEDULED, RETRIED, BURIED, DISCARDED]
         order.extend(key for key in (*sometimes, RECLAIMED, HANDED_BACK, SLEPT, ENDED) if self.counts.get(key))
-        parts = [f"{key}={self.counts.get(key, 0)}" for key in order]
-        return f"prescient tick: processed={self.processed} " + " ".join(parts)
+        return {"processed": self.processed, **{key: self.counts.get(key, 0) for key in order}}
+
+    def line(self) -> str:
+        return "prescient tick: " + " ".join(f"{key}={count}" for key, count in self.fields().items())
 
 
 def describe(exc: BaseException) -> str:

@@ -57,6 +57,9 @@ COMMAND_LOOK_SECONDS = 0.5
 JOBS_DONE_EVERY = 1.0
 #: With NOTIFY, the longest between two looks all the same (a notification is never relied on alone).
 COMMAND_FALLBACK_SECONDS = 5.0
+#: Seconds between two reports of what the worker did meanwhile (``on_report``: prescient_worker
+#: prints a line a minute at ``-v 1``).
+REPORT_SECONDS = 60.0
 
 
 class Heartbeat(threading.Thread):
@@ -94,12 +97,17 @@ class WorkerProcess:
         self, *, concurrency: int = 1, once: bool = False, batch_size: int | None = None,
         queues: list[str] | None = None, on_start: Callable[[WorkerProcess], None] | None = None,
         lanes: int | None = None, name: str | None = None,
+        on_report: Callable[[TickSummary, float], None] | None = None, report_seconds: float = REPORT_SECONDS,
     ) -> None:
         self.concurrency = max(1, concurrency)
         #: The jobs each child runs at once (WORKER_LANES by default).
         self.lanes = max(1, int(lanes or setting("WORKER_LANES")))
         #: Called once the worker has registered (the command prints its start-up line).
         self.on_start = on_start
+        #: Called every ``report_seconds`` with what was counted since the last call and the
+        #: seconds it covers (the command prints its line a minute).
+        self.on_report, self.report_seconds = on_report, report_seconds
+        self._reported, self._reported_at = TickSummary(), 0.0
         #: Only jobs of these queues (``""``: checks; others: django.tasks queues); by priority either way.
         self.queues = None if queues is None else list(queues)
         self.once = once
@@ -168,12 +176,14 @@ class WorkerProcess:
             logger.info("worker %s started, concurrency %s, lanes %s", self.name, self.concurrency, self.lanes)
             if self.on_start is not None:
                 self.on_start(self)
+            self._reported_at = time.monotonic()
             while not self.stopping:
                 try:
                     self._step()
                     self._backoff.reset()
                 except DB_ERRORS as exc:
                     self._backoff.fault(exc)
+                self.report_if_due(time.monotonic())
                 if self.once and self.pool.all_idle and not self.unsettled:
                     break
             self._shut_down()
@@ -189,6 +199,16 @@ class WorkerProcess:
                 self.listener.close()
         logger.info("worker %s stopped: %s", self.name, self.summary.line())
         return 0
+
+    def report_if_due(self, clock: float) -> bool:
+        """Call ``on_report`` with what was counted since its last call, when ``report_seconds``
+        have passed by the monotonic ``clock``; returns whether it did."""
+        if self.on_report is None or clock - self._reported_at < self.report_seconds:
+            return False
+        now = self.summary.copy()
+        self.on_report(now.since(self._reported), clock - self._reported_at)
+        self._reported, self._reported_at = now, clock
+        return True
 
     def _with_db(self, func: Any, *args: Any, give_up_after: float | None = None) -> Any:
         """Call ``func`` until the database answers.

@@ -120,7 +120,10 @@ def test_kill__of_a_running_job_says_it_is_requested(make_job, t0):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--id", "4242", "--reason", "x"), "No live job with id 4242; it may have finished (see JobHistory)"),
+        (
+            ("--id", "4242", "--reason", "x"),
+            "No live job with id 4242; it may have finished: see python manage.py prescient_history --job-id 4242",
+        ),
         (("--id", "{pk}"), "the following arguments are required: --reason"),
         (("--reason", "x"), "the following arguments are required: --id"),
         (("--id", "{pk}", "--reason", "   "), "--reason must not be blank"),

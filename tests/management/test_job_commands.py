@@ -216,6 +216,36 @@ def test_schedule__one_check_for_one_entity_then_keeps_it(make_thing, t0):
     assert (again["id"], again["created"]) == (job.pk, False)
 
 
+def test_schedule_replace__says_it_moved_the_pending_job_and_from_when(make_thing, t0):
+    thing = make_thing()
+    args = ("prescient_schedule", "--check", "test.record", "--entity", f"testapp.thing:{thing.pk}", "--now", T0_ISO)
+    run(*args, "--delay-seconds", "3600")
+    job = FutureJob.objects.get()
+    before, after = (t0 + HOUR).isoformat(), (t0 + 3 * HOUR).isoformat()
+    out = run(*args, "--delay-seconds", str(3 * 3600), "--replace")
+    assert out == f"Moved job {job.pk} (test.record testapp.thing:{thing.pk}) from {before} to {after}.\n"
+    assert FutureJob.objects.get().next_check_at == t0 + 3 * HOUR
+    # the same time again: nothing moved, and it says why
+    out = run(*args, "--delay-seconds", str(3 * 3600), "--replace")
+    assert out == (f"Job {job.pk} was already pending: test.record testapp.thing:{thing.pk}, due {after} "
+                   "(--replace: already due then, not moved).\n")
+    # without --replace: kept, as before
+    out = run(*args, "--delay-seconds", "60")
+    assert out == f"Job {job.pk} was already pending: test.record testapp.thing:{thing.pk}, due {after}.\n"
+
+
+def test_schedule_replace_json__carries_moved_from(make_thing, t0):
+    thing = make_thing()
+    args = ("prescient_schedule", "--check", "test.record", "--entity", f"testapp.thing:{thing.pk}", "--now", T0_ISO)
+    first = run_json(*args, "--delay-seconds", "3600")
+    assert (first["created"], first["result"], first["moved_from"]) == (True, "created", None)
+    moved = run_json(*args, "--delay-seconds", "7200", "--replace")
+    assert (moved["created"], moved["result"]) == (False, "moved")
+    assert moved["moved_from"] == (t0 + HOUR).isoformat() and moved["next_check_at"] == (t0 + 2 * HOUR).isoformat()
+    kept = run_json(*args, "--delay-seconds", "7200", "--replace")
+    assert (kept["result"], kept["moved_from"]) == ("kept", None)
+
+
 def test_schedule__a_new_workflow_needs_create(make_thing, t0):
     thing = make_thing()
     args = ("prescient_schedule", "--check", "test.record", "--entity", f"testapp.thing:{thing.pk}", "--now", T0_ISO)
@@ -277,7 +307,8 @@ def test_run_now__from_the_command_line_an_unknown_id_exits_1():
     out, err = process.communicate(timeout=60)
     assert (process.returncode, out) == (1, "")
     assert err.strip().splitlines() == [
-        "CommandError: No live job with id 4242; it may have finished (see JobHistory)"
+        ("CommandError: No live job with id 4242; it may have finished: "
+        "see python manage.py prescient_history --job-id 4242")
     ]
 
 

@@ -18,6 +18,7 @@ from django.core.management import CommandError, call_command, load_command_clas
 from django.core.management.base import OutputWrapper
 from django.db import connections
 
+from prescient.management.commands._args import PrescientCommand
 from tests.conftest import manage
 from tests.test_docs import command_names
 
@@ -32,11 +33,19 @@ REFUSALS: dict[str, tuple[list[str], dict[str, Any], str]] = {
     "prescient_pause": (["--workflow", "nope"], {}, "Unknown workflow 'nope'"),
     "prescient_release": (["--id", "4242"], {}, "No live job with id 4242"),
     "prescient_retry": (["--id", "4242"], {}, "No finished job (history row) with id 4242"),
+    "prescient_history": (["--entity", "no.such:1"], {}, "Unknown model 'no.such'"),
+    "prescient_token": (["revoke", "--id", "4242"], {}, "No API token with id 4242"),
     "prescient_run_now": ([], {}, "select jobs: give --id, --workflow, --entity, --check or --state"),
     "prescient_sleep": (["--entity", "no.such:1", "--until", "2026-11-22T10:00:00Z"], {}, "Unknown model 'no.such'"),
     "prescient_schedule": (["--check", "nope", "--entity", "testapp.thing:1"], {}, "Unknown check 'nope'"),
     "prescient_schedules": (["--pause", "nope"], {}, "No schedule named 'nope'"),
     "prescient_status": ([], {"SLOT_MINUTES": 7}, "PRESCIENT['SLOT_MINUTES'] must be"),
+    # Commands that refuse nothing of their own but a bad setting at start (before any work).
+    "prescient_prune": ([], {"SLOT_MINUTES": 7}, "PRESCIENT['SLOT_MINUTES'] must be"),
+    "prescient_tick": ([], {"SLOT_MINUTES": 7}, "PRESCIENT['SLOT_MINUTES'] must be"),
+    "prescient_reap": ([], {"SLOT_MINUTES": 7}, "PRESCIENT['SLOT_MINUTES'] must be"),
+    "prescient_worker": ([], {"SLOT_MINUTES": 7}, "PRESCIENT['SLOT_MINUTES'] must be"),
+    "prescient_backfill": (["testapp.Thing", "nope"], {}, "Unknown check 'nope'"),
 }
 
 
@@ -92,8 +101,11 @@ def test_json__a_refusal_of_the_work__is_one_json_object_on_stdout_and_exit_1(co
 def test_json__a_bad_argument__is_one_json_object_on_stdout_and_exit_1(command_line, name):
     status, out, err = command_line(name, "--json", "--bogus", "1")
     assert (status, err) == (1, "")
-    # argparse reports a missing required option before an unknown one
-    assert the_error(out).startswith(("unrecognized arguments: --bogus 1", "the following arguments are required"))
+    # argparse reports a missing required option before an unknown one (prescient_token takes
+    # the "1" for its action)
+    assert the_error(out).startswith((
+        "unrecognized arguments: --bogus 1", "the following arguments are required", "argument action: invalid choice"
+    ))
     if takes(name, "--now"):  # a bad date
         status, out, err = command_line(name, "--now", "yesterday", "--json")
         assert (status, err) == (1, "")
@@ -120,8 +132,20 @@ def test_without_json__the_refusal_is_one_line_on_stderr(command_line):
     assert err.startswith("CommandError: Unknown check 'nope'") and err.count("\n") == 1
 
 
-def test_a_command_without_json__refuses_the_option_in_text(command_line):
-    assert command_line("prescient_tick", "--json") == (1, "", "CommandError: unrecognized arguments: --json\n")
+def test_a_command_without_json__refuses_the_option_in_text(monkeypatch):
+    # Every prescient command has --json now (issue #35): a command of the same base without it.
+    class Plain(PrescientCommand):
+        def handle(self, *args: Any, **options: Any) -> None:
+            raise AssertionError("not reached")
+
+    out, err = io.StringIO(), io.StringIO()
+    command = Plain(stdout=out, stderr=err)
+    monkeypatch.setattr(connections, "close_all", lambda: None)
+    with pytest.raises(SystemExit) as exited:
+        command.run_from_argv(["manage.py", "plain", "--json"])
+    assert (exited.value.code, out.getvalue(), err.getvalue()) == (
+        1, "", "CommandError: unrecognized arguments: --json\n"
+    )
 
 
 def test_call_command__with_json_still_raises_command_error():

@@ -141,6 +141,16 @@ def test_worker__says_who_it_is_at_start_up_unless_verbosity_0(workers, tmp_path
     assert JobHistory.objects.filter(outcome="completed").count() == 4
 
 
+def test_worker__json_prints_its_lines_as_json_objects(workers, tmp_path):
+    seed(3)
+    proc = workers.start("--once", "--concurrency", "1", "--json")
+    assert workers.finish(proc, 60) == 0, workers.output(proc)
+    lines = [json.loads(line) for line in (tmp_path / "worker0.out").read_text().splitlines()]
+    assert [line["event"] for line in lines] == ["started", "stopped"], lines
+    assert lines[0]["pid"] == proc.pid and lines[0]["concurrency"] == 1 and lines[0]["queues"] is None
+    assert lines[1]["processed"] == 3 and lines[1]["completed"] == 3 and lines[1]["name"] == lines[0]["name"]
+
+
 def test_worker__keeps_its_given_name_and_host_across_restarts(workers):
     """#35 item 8: what labels its metrics (host, --name) is the same at every start; its unique
     name (its claims' token) is not."""

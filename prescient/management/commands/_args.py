@@ -151,6 +151,11 @@ class PrescientCommand(BaseCommand):
             self.stderr.write(f"{type(exc).__name__}: {text}")
         sys.exit(exc.returncode)
 
+    def emit(self, data: Any) -> None:
+        """Write ``data`` as one line of JSON (for scripts; written whatever the verbosity)."""
+        self.stdout.write(json.dumps(data, sort_keys=True, default=str))
+        self.stdout.flush()
+
     def say(self, text: str) -> None:
         """Write one report line (flushed: a worker's start-up line must show at once), unless -v 0."""
         if self.verbosity >= 1:

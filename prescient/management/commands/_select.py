@@ -9,7 +9,7 @@ what it does to one job (:meth:`JobsCommand.act`); the rest is here.
 from __future__ import annotations
 
 import argparse
-import json
+import shlex
 from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -29,6 +29,19 @@ from prescient.states import State
 from prescient.wording import entity_text, parse_entity
 
 from ._args import PrescientCommand, aware_datetime, job_id
+
+
+def not_found(job_id: object) -> CommandError:
+    """A live job that is not there: the error points at the command that lists finished jobs."""
+    return CommandError(
+        f"No live job with id {job_id!r}; it may have finished: "
+        f"see python manage.py prescient_history --job-id {job_id}"
+    )
+
+
+def refusal(exc: PrescientError) -> CommandError:
+    """The command's error for ``exc`` (a job not found points at ``prescient_history``)."""
+    return not_found(exc.job_id) if isinstance(exc, JobNotFound) else CommandError(str(exc))
 
 
 def entity_arg(text: str) -> tuple[str, str]:
@@ -72,6 +85,28 @@ def known_workflow(name: str, *, create: bool = False) -> str:
     return name
 
 
+def selection_text(options: dict[str, Any]) -> str:
+    """The selection as it was given on the command line: ``--check shop.unshipped --state buried``."""
+    parts = [f"--id {pk}" for pk in options.get("ids") or []]
+    for key in ("job_id", "workflow", "entity", "check", "state", "outcome", "since", "error"):
+        value = options.get(key)
+        if value is None:
+            continue
+        if key == "entity":
+            value = ":".join(value)
+        elif key == "since":
+            value = value.isoformat()
+        parts.append(f"--{key.replace('_', '-')} {shlex.quote(str(value))}")
+    return " ".join(parts)
+
+
+def add_strict(parser: CommandParser) -> None:
+    parser.add_argument(
+        "--strict", action="store_true",
+        help="Exit with status 1 when the selection matches nothing (without it: a note on stderr, status 0).",
+    )
+
+
 class HelpFormatter(DjangoHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Django's option order, with the examples' lines kept as written."""
 
@@ -89,9 +124,16 @@ class ExamplesCommand(PrescientCommand):
             )
         return super().create_parser(prog_name, subcommand, **kwargs)
 
-    def emit(self, data: Any) -> None:
-        """Write ``data`` as one line of JSON (for scripts; written whatever the verbosity)."""
-        self.stdout.write(json.dumps(data, sort_keys=True, default=str))
+    def nothing_selected(self, what: str, options: dict[str, Any], consequence: str = "") -> None:
+        """Say that the selection matched nothing (``what``: "No live job"): on stderr (not at
+        ``-v 0``), or, with ``--strict``, as the command's error (exit status 1)."""
+        given = selection_text(options)
+        text = f"{what} matches {given}" if given else f"{what} matches (no filter given)"
+        text += f": {consequence}." if consequence else "."
+        if options.get("strict"):
+            raise CommandError(text)
+        if self.verbosity >= 1:
+            self.stderr.write(text)
 
 
 @dataclass
@@ -132,6 +174,7 @@ class JobsCommand(ExamplesCommand):
         parser.add_argument("--check", help="The jobs of this check.")
         parser.add_argument("--state", choices=[s.value for s in State], help="The jobs in this state.")
         self.add_verb_arguments(parser)
+        add_strict(parser)
         if self.acts:
             parser.add_argument("--dry-run", action="store_true", help="Say what would change; change nothing.")
             parser.add_argument(
@@ -179,7 +222,7 @@ class JobsCommand(ExamplesCommand):
             queryset = queryset.filter(pk__in=ids)
             missing = sorted(set(ids) - set(FutureJob.objects.filter(pk__in=ids).values_list("pk", flat=True)))
             if missing:
-                raise CommandError(str(JobNotFound(missing[0])))
+                raise not_found(missing[0])
         return queryset
 
     @staticmethod
@@ -207,9 +250,11 @@ class JobsCommand(ExamplesCommand):
                     row.result = self.act(job, now, options)
             except PrescientError as exc:
                 if single is not None:  # one job asked for: its refusal is the command's
-                    raise CommandError(str(exc)) from exc
+                    raise refusal(exc) from exc
                 row.to, row.result, row.detail = "", "refused", str(exc)
             done.append(row)
+        if not done:
+            self.nothing_selected("No live job", options, f"nothing to {self.infinitive}")
         self.report(done, options)
 
     def check_options(self, options: dict[str, Any]) -> None:

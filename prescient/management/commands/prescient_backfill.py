@@ -80,6 +80,10 @@ class Command(PrescientCommand):
         parser.add_argument("--create", action="store_true", help="Make the workflow if nothing uses it yet.")
         parser.add_argument("--batch-size", type=rows_per_statement, default=1000, help="Rows written per statement.")
         parser.add_argument("--dry-run", action="store_true", help="Count what would be scheduled; write nothing.")
+        parser.add_argument(
+            "--json", action="store_true",
+            help="Print one JSON object (the counts of the summary line); no progress bar.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["create"] and not options["workflow"]:
@@ -108,12 +112,16 @@ class Command(PrescientCommand):
                 entity_name=entry.model_label, job_exec=entry.name,
                 entity_key__in=rows.annotate(_key=Cast("pk", models.CharField())).values("_key"),
             ).count()
+            if options["json"]:
+                self.emit({"dry_run": True, "check": entry.name, "matched": total,
+                           "would_schedule": total - pending, "already_pending": pending})
+                return
             self.stdout.write(
                 f"prescient backfill (dry run): matched={total} would_schedule={total - pending} "
                 f"already_pending={pending} check={entry.name}"
             )
             return
-        progress = Progress(self.stderr, total, options["verbosity"] >= 1)
+        progress = Progress(self.stderr, total, options["verbosity"] >= 1 and not options["json"])
         try:
             created = schedule_many(
                 rows, entry, at=options["at"], delay=delay, workflow=options["workflow"],
@@ -123,6 +131,10 @@ class Command(PrescientCommand):
             raise CommandError(str(exc)) from exc
         finally:
             progress.close()
+        if options["json"]:
+            self.emit({"dry_run": False, "check": entry.name, "matched": total, "scheduled": created,
+                       "already_pending": total - created})
+            return
         self.say(
             f"prescient backfill: matched={total} scheduled={created} already_pending={total - created} "
             f"check={entry.name}"

@@ -45,6 +45,8 @@ class Command(JobsCommand):
         if options["ids"]:
             queryset = queryset.filter(pk__in=options["ids"])
         total = queryset.count()
+        if not total:
+            self.nothing_selected("No live job", options)
         shown = list(queryset[: options["limit"]])
         clock = db_now() if limits.declared() else None
         held = limits.holding(shown, clock, clock) if clock is not None else {}

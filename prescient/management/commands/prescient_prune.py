@@ -33,15 +33,31 @@ class Command(PrescientCommand):
             default=None,
             help=f"Rows deleted per statement, each its own short transaction (default: {BATCH_SIZE}).",
         )
+        parser.add_argument(
+            "--json", action="store_true",
+            help="Print one JSON object: per outcome the rows removed, the days kept and the cut-off; the total.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         now = options["now"] or db_now()
         dry_run = options["dry_run"]
         done = expired(now) if dry_run else prune_all(now, batch_size=options["batch_size"])
+        days = retention()
+        if options["json"]:
+            self.emit({
+                "dry_run": dry_run, "total": done.total,
+                "outcomes": {
+                    outcome: {
+                        "kept_days": kept, "removed": done.removed.get(outcome, 0),
+                        "cutoff": None if kept is None else done.cutoffs[outcome].isoformat(),
+                    }
+                    for outcome, kept in days.items()
+                },
+            })
+            return
         if options["verbosity"] < 1:
             return
         verb = "would remove" if dry_run else "removed"
-        days = retention()
         for outcome, kept in days.items():
             if kept is None:
                 self.stdout.write(f"  {outcome}: kept forever")

@@ -31,7 +31,11 @@ class Command(PrescientCommand):
                 "time in the future takes no live claim away."
             ),
         )
+        parser.add_argument("--json", action="store_true", help="Print one JSON object: how many of each.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         done = rescue(options["now"] or timezone.now())
+        if options["json"]:
+            self.emit({word: done.get(word, 0) for word in RESCUED})
+            return
         self.say("prescient reap: " + " ".join(f"{word}={done.get(word, 0)}" for word in RESCUED))

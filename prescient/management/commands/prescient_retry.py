@@ -7,17 +7,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
-from django.db import models
 from django.utils import timezone
 
 from prescient.engine import rerun
-from prescient.exceptions import HistoryNotFound, PrescientError, RerunRefused
-from prescient.models import JobHistory
-from prescient.states import Outcome
+from prescient.exceptions import PrescientError, RerunRefused
 from prescient.wording import entity_text
 
-from ._args import Whole, aware_datetime, job_id
-from ._select import ExamplesCommand, entity_arg, model_label
+from ._args import Whole, aware_datetime
+from ._history import HistoryCommand
 
 #: Rows run again by one call unless --limit says otherwise (newest first).
 DEFAULT_LIMIT = 100
@@ -37,7 +34,7 @@ class Rerun:
     detail: str = ""
 
 
-class Command(ExamplesCommand):
+class Command(HistoryCommand):
     help = (
         "Run finished jobs again (as prescient.rerun() does): a new live job for the same check and "
         "entity, due now, linked to the history row it came from. Rows are selected in the history "
@@ -50,17 +47,7 @@ class Command(ExamplesCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
-            "--id", type=job_id, action="append", dest="ids", metavar="ID",
-            help="A history row, by id (repeat for more).",
-        )
-        parser.add_argument("--check", help="The finished jobs of this check.")
-        parser.add_argument(
-            "--entity", type=entity_arg, metavar="LABEL:PK", help="The finished jobs of one entity, e.g. shop.order:42."
-        )
-        parser.add_argument("--workflow", help="The finished jobs of this workflow.")
-        parser.add_argument("--outcome", choices=[o.value for o in Outcome], help="The jobs that ended so.")
-        parser.add_argument("--since", type=aware_datetime, help="The jobs that ended at or after this time.")
+        self.add_selection_arguments(parser)
         limit = Whole(1, 100_000)
         parser.add_argument(
             "--limit", type=limit, default=DEFAULT_LIMIT,
@@ -72,37 +59,13 @@ class Command(ExamplesCommand):
             "--now", type=aware_datetime, default=None, help="Act as of this time (ISO 8601 with offset)."
         )
 
-    def selected(self, options: dict[str, Any]) -> models.QuerySet[JobHistory]:
-        found: dict[str, Any] = {}
-        if options["check"] is not None:
-            found["job_exec"] = options["check"]
-        if options["entity"] is not None:
-            label, key = options["entity"]
-            found["entity_name"], found["entity_key"] = model_label(label), key
-        if options["workflow"] is not None:
-            found["workflow"] = options["workflow"]
-        if options["outcome"] is not None:
-            found["outcome"] = options["outcome"]
-        if options["since"] is not None:
-            found["finished_at__gte"] = options["since"]
-        ids = options["ids"]
-        if not found and not ids:
-            raise CommandError("select finished jobs: give --id, --check, --entity, --workflow, --outcome or --since")
-        queryset = JobHistory.objects.filter(**found)
-        if ids:
-            missing = sorted(set(ids) - set(JobHistory.objects.filter(pk__in=ids).values_list("pk", flat=True)))
-            if missing:
-                raise CommandError(str(HistoryNotFound(missing[0])))
-            queryset = queryset.filter(pk__in=ids)
-        return queryset.order_by("-finished_at", "-id")[: options["limit"]]
-
     def handle(self, *args: Any, **options: Any) -> None:
         now = options["now"] or timezone.now()
         ids = options["ids"] or []
         single = len(ids) == 1  # one row asked for: its refusal is the command's
         done: list[Rerun] = []
         planned: set[tuple[str, str, str]] = set()  # a dry run: the keys that would have a live job
-        for row in self.selected(options):
+        for row in self.selected(options)[: options["limit"]]:
             item = Rerun(row.pk, entity_text(row.entity_name, row.entity_key), row.job_exec, row.outcome, "")
             key = (row.entity_name, row.entity_key, row.job_exec)
             try:
@@ -121,6 +84,8 @@ class Command(ExamplesCommand):
                 item.result = "refused" if not options["dry_run"] else "would be refused"
                 item.detail = str(exc)
             done.append(item)
+        if not done:
+            self.nothing_selected("No finished job", options, "nothing to run again")
         self.report(done, options)
 
     def report(self, done: list[Rerun], options: dict[str, Any]) -> None:

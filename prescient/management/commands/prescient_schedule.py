@@ -77,19 +77,35 @@ class Command(ExamplesCommand):
                 pending = FutureJob.objects.filter(entity_name=name, entity_key=key, job_exec=entry.name).first()
                 self.dry_run(entry.name, entity_text(name, key), due.isoformat(), pending, options)
                 return
+            # --replace: the pending job's due time before, to say whether and from when it moved.
+            before = (
+                FutureJob.objects.filter(entity_name=name, entity_key=key, job_exec=entry.name)
+                .values_list("next_check_at", flat=True).first()
+                if options["replace"] else None
+            )
             job, created = schedule_job(
                 entity, entry, at=options["at"], delay=delay, workflow=workflow, replace=options["replace"], now=now
             )
         except PrescientError as exc:
             raise CommandError(str(exc)) from exc
         row = job_row(job)
+        moved_from = before if not created and before is not None and before != job.next_check_at else None
+        result = "created" if created else "moved" if moved_from is not None else "kept"
         if options["json"]:
-            self.emit({**row, "created": created})
+            self.emit({
+                **row, "created": created, "result": result,
+                "moved_from": None if moved_from is None else moved_from.isoformat(),
+            })
         elif created:
             self.say(f"Scheduled job {job.pk}: {job.job_exec} {row['entity']}, due {row['next_check_at']} "
                      f"({job.state}).")
+        elif moved_from is not None:
+            self.say(f"Moved job {job.pk} ({job.job_exec} {row['entity']}) from {moved_from.isoformat()} to "
+                     f"{row['next_check_at']}.")
         else:
-            self.say(f"Job {job.pk} was already pending: {job.job_exec} {row['entity']}, due {row['next_check_at']}.")
+            unmoved = " (--replace: already due then, not moved)" if options["replace"] else ""
+            self.say(f"Job {job.pk} was already pending: {job.job_exec} {row['entity']}, due {row['next_check_at']}"
+                     f"{unmoved}.")
 
     def dry_run(self, check: str, entity: str, due: str, pending: FutureJob | None, options: dict[str, Any]) -> None:
         if pending is None:

@@ -22,6 +22,10 @@ class Command(PrescientCommand):
             help="Process what is due at this time (ISO 8601 with offset); default: the database's time.",
         )
         parser.add_argument("--batch-size", type=batch_size, default=None, help="Jobs claimed per batch.")
+        parser.add_argument(
+            "--json", action="store_true",
+            help="Print one JSON object: processed, the counts of the summary line, and stopped_by.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         # The watchdog ends this process (status 3) if a check will not stop at its timeout.
@@ -31,6 +35,11 @@ class Command(PrescientCommand):
         with memory_cap(setting("CHILD_MEMORY_MB")), operator_signals():
             summary = tick(options["now"], batch_size=options["batch_size"], watchdog=True)
         signum = summary.stopped_by
+        if options["json"]:
+            self.emit({**summary.fields(), "stopped_by": signal.Signals(signum).name if signum else None})
+            if signum:
+                raise SystemExit(128 + signum)
+            return
         if signum:
             self.say(f"{summary.line()} (stopped by {signal.Signals(signum).name}: what had not run was handed back)")
             raise SystemExit(128 + signum)

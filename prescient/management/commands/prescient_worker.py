@@ -10,8 +10,10 @@ from django.core.management.base import CommandParser
 from django.db import connection
 
 from prescient.conf import setting
+from prescient.engine.decisions import RETRIED, TickSummary
 from prescient.models.workers import GIVEN_NAME, GIVEN_NAME_MAX
-from prescient.runtime.worker import WorkerProcess
+from prescient.runtime.worker import REPORT_SECONDS, WorkerProcess
+from prescient.states import Outcome
 
 from ._args import PrescientCommand, batch_size, concurrency, lanes
 
@@ -26,7 +28,24 @@ def worker_name(text: str) -> str:
     return text
 
 
+def interval_fields(done: TickSummary, seconds: float) -> dict[str, Any]:
+    """What a worker did in the past ``seconds``: ``runs`` (the jobs its runs settled), the
+    ``counts`` that are not zero (outcomes, rescheduled, retried, …, in the order of the final
+    summary line) and ``failures`` (failed runs: retried, or ended failed)."""
+    counts = {key: count for key, count in done.fields().items() if key != "processed" and count}
+    failures = done.counts.get(RETRIED, 0) + done.counts.get(Outcome.FAILED.value, 0)
+    return {"seconds": round(seconds), "runs": done.processed, "failures": failures, "counts": counts}
+
+
+def interval_line(fields: dict[str, Any]) -> str:
+    """``prescient worker: last 60s: runs=12 failures=1 completed=3 rescheduled=8 failed=1``."""
+    counts = "".join(f" {key}={count}" for key, count in fields["counts"].items())
+    return f"prescient worker: last {fields['seconds']}s: runs={fields['runs']} failures={fields['failures']}{counts}"
+
+
 class Command(PrescientCommand):
+    #: --json: the lines are JSON objects.
+    as_json = False
     help = (
         "Run prescient jobs continuously: at every slot boundary, and at once when a job is made "
         "due now (woken by LISTEN/NOTIFY on PostgreSQL). SIGTERM/SIGINT stop it gracefully."
@@ -56,8 +75,13 @@ class Command(PrescientCommand):
             f"(1 to {GIVEN_NAME_MAX} letters, digits, '.', '_' or '-'; default: the host name). Give workers "
             "on one host different names to tell them apart.",
         )
+        parser.add_argument(
+            "--json", action="store_true",
+            help="Print its lines as JSON objects, one a line: started, one a minute (interval), stopped.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        self.as_json = bool(options["json"])
         if (
             options["verbosity"] >= 1
             and not logging.getLogger("prescient").handlers
@@ -71,16 +95,35 @@ class Command(PrescientCommand):
             concurrency=options["concurrency"], once=options["once"], batch_size=options["batch_size"],
             lanes=options["lanes"], name=options["name"],
             queues=None if options["queue"] is None else [name.strip() for name in options["queue"].split(",")],
-            on_start=self.started,
+            on_start=self.started, on_report=self.report, report_seconds=REPORT_SECONDS,
         )
         worker.run()
-        self.say(worker.summary.line().replace("prescient tick:", "prescient worker:"))
+        if self.as_json:
+            self.emit({"event": "stopped", "name": worker.name, **worker.summary.fields()})
+        else:
+            self.say(worker.summary.line().replace("prescient tick:", "prescient worker:"))
 
     def started(self, worker: WorkerProcess) -> None:
         """One line once the worker has registered: who it is and what it runs on (not at -v 0)."""
+        if self.as_json:
+            self.emit({
+                "event": "started", "name": worker.name, "pid": os.getpid(), "concurrency": worker.concurrency,
+                "lanes": worker.lanes, "database": connection.vendor, "slot_minutes": setting("SLOT_MINUTES"),
+                "queues": worker.queues,
+            })
+            return
         queues = "all" if worker.queues is None else ",".join(name or "(checks)" for name in worker.queues)
         lanes = f"lanes={worker.lanes} " if worker.lanes > 1 else ""  # one lane: as before lanes existed
         self.say(
             f"prescient worker: started name={worker.name} pid={os.getpid()} concurrency={worker.concurrency} "
             f"{lanes}database={connection.vendor} slot={setting('SLOT_MINUTES')}min queues={queues}"
         )
+
+    def report(self, done: TickSummary, seconds: float) -> None:
+        """A line a minute: what the worker's runs did since the last one (not at -v 0; with -v 2
+        the log has a line per run besides)."""
+        fields = interval_fields(done, seconds)
+        if self.as_json:
+            self.emit({"event": "interval", **fields})
+        else:
+            self.say(interval_line(fields))
