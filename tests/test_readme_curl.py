@@ -48,10 +48,10 @@ curl() {
 
 
 def readme_session() -> str:
-    """The README's shell block that talks to ``$BASE/tasks``."""
+    """The README's shell block that talks to ``$BASE/jobs``."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = [b for b in re.findall(r"^```sh\n(.*?)^```", readme, re.M | re.S) if "$BASE/tasks" in b]
-    assert len(blocks) == 1, "the README has one curl session against $BASE/tasks"
+    blocks = [b for b in re.findall(r"^```sh\n(.*?)^```", readme, re.M | re.S) if "$BASE/jobs" in b]
+    assert len(blocks) == 1, "the README has one curl session against $BASE/jobs"
     return blocks[0]
 
 
@@ -124,19 +124,19 @@ def test_readme_curl_session__each_request_answers_as_the_readme_says(
     created, one, page, ran = answers(log)
     job = FutureJob.objects.get(entity_name="testapp.thing", entity_key=str(thing.pk))
     # Schedule: 201 with the new job, due in ten minutes (rounded up to a slot).
-    assert created[:3] == ("POST", "/prescient/tasks", 201)
+    assert created[:3] == ("POST", "/prescient/jobs", 201)
     assert created[3]["id"] == job.pk and created[3]["check"] == "shop.unshipped"
     assert created[3]["entity"] == {"model": "testapp.thing", "key": str(thing.pk)}
     assert created[3]["state"] == "scheduled"
     first_due = when(created[3]["next_check_at"])
     assert first_due - when(created[3]["created_at"]) >= timedelta(minutes=10)
     # The job by the id the session kept, then a page of scheduled jobs that holds it.
-    assert one[:3] == ("GET", f"/prescient/tasks/{job.pk}", 200)
+    assert one[:3] == ("GET", f"/prescient/jobs/{job.pk}", 200)
     assert one[3]["id"] == job.pk and one[3]["state"] == "scheduled"
-    assert page[:3] == ("GET", "/prescient/tasks?state=scheduled", 200)
+    assert page[:3] == ("GET", "/prescient/jobs?state=scheduled", 200)
     assert [item["id"] for item in page[3]["items"]] == [job.pk] and "next_cursor" in page[3]
     # Run it now: 200, due at once, earlier than its first due time.
-    assert ran[:3] == ("POST", f"/prescient/tasks/{job.pk}/run", 200)
+    assert ran[:3] == ("POST", f"/prescient/jobs/{job.pk}/run", 200)
     assert ran[3]["id"] == job.pk and ran[3]["state"] == "scheduled"
     assert when(ran[3]["next_check_at"]) < first_due
     job.refresh_from_db()  # the API gives milliseconds
@@ -148,13 +148,13 @@ def test_readme_curl_session__each_request_answers_as_the_readme_says(
     Thing.objects.filter(pk=thing.pk).update(status="shipped")
     assert prescient.tick().counts["completed"] == 1
     base = f"{live_server.url}/prescient"
-    assert get(f"{base}/tasks/{job.pk}", token)[0] == 404
+    assert get(f"{base}/jobs/{job.pk}", token)[0] == 404
     status, history = get(f"{base}/history?job_id={job.pk}", token)
     assert status == 200 and [(h["job_id"], h["outcome"]) for h in history["items"]] == [(job.pk, "completed")]
     assert JobHistory.objects.filter(job_id=job.pk, outcome="completed").exists()
 
 
 def test_adapt__refuses_a_session_that_lost_a_line_it_replaces() -> None:
-    session = 'BASE=x\ncurl "$BASE/tasks" -d \'{"entity": {"model": "shop.order", "key": "4"}}\''
+    session = 'BASE=x\ncurl "$BASE/jobs" -d \'{"entity": {"model": "shop.order", "key": "4"}}\''
     with pytest.raises(AssertionError, match="TOKEN"):
         adapt(session, base="b", token="t", key=1)

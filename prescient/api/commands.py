@@ -22,16 +22,15 @@ from .auth import ADD, CHANGE, caller, needs
 from .errors import ApiError, invalid, not_found
 from .payloads import MAX_ID, task_out
 from .schemas import KillIn, KillOut, SleepIn, Task
-from .views import EARLIEST, _errors, _fresh, _job, _scoped, api
+from .views import EARLIEST, _errors, _fresh, _job, _scoped, api, job_route
 
 logger = logging.getLogger(__name__)
 
 
-@api.post(
-    "tasks/{job_id}/pause",
+@job_route(
+    "post", "/{job_id}/pause",
     auth=needs(CHANGE),
     response={200: Task, **_errors(400, 401, 403, 404, 409, 503)},
-    tags=["tasks"],
     operation_id="pause_task",
     summary="Pause a job",
 )
@@ -43,11 +42,10 @@ def pause_task(request: HttpRequest, job_id: int) -> Any:
     return task_out(_fresh(job.pk))
 
 
-@api.post(
-    "tasks/{job_id}/release",
+@job_route(
+    "post", "/{job_id}/release",
     auth=needs(CHANGE),
     response={200: Task, **_errors(400, 401, 403, 404, 409, 503)},
-    tags=["tasks"],
     operation_id="release_task",
     summary="Release a paused job",
 )
@@ -59,11 +57,10 @@ def release_task(request: HttpRequest, job_id: int) -> Any:
     return task_out(_fresh(job.pk))
 
 
-@api.post(
-    "tasks/{job_id}/run",
+@job_route(
+    "post", "/{job_id}/run",
     auth=needs(CHANGE),
     response={200: Task, **_errors(400, 401, 403, 404, 409, 503)},
-    tags=["tasks"],
     operation_id="run_task",
     summary="Make a job due now",
 )
@@ -75,11 +72,10 @@ def run_task(request: HttpRequest, job_id: int) -> Any:
     return task_out(verbs.run_now(job.pk))
 
 
-@api.post(
-    "tasks/{job_id}/kill",
+@job_route(
+    "post", "/{job_id}/kill",
     auth=needs(CHANGE),
     response={200: KillOut, **_errors(400, 401, 403, 404, 409, 503)},
-    tags=["tasks"],
     operation_id="kill_task",
     summary="End a job, with a reason",
 )
@@ -93,11 +89,10 @@ def kill_task(request: HttpRequest, job_id: int, payload: KillIn) -> Any:
     return {"id": job.pk, "result": result}
 
 
-@api.post(
-    "tasks/{job_id}/sleep",
+@job_route(
+    "post", "/{job_id}/sleep",
     auth=needs(CHANGE),
     response={200: Task, **_errors(400, 401, 403, 404, 409, 503)},
-    tags=["tasks"],
     operation_id="sleep_task",
     summary="Move a job's next check to a time",
 )
@@ -118,11 +113,10 @@ def sleep_task(request: HttpRequest, job_id: int, payload: SleepIn) -> Any:
     return task_out(_fresh(job.pk))
 
 
-@api.post(
-    "tasks/{job_id}/cancel",
+@job_route(
+    "post", "/{job_id}/cancel",
     auth=needs(CHANGE),
     response={200: KillOut, **_errors(400, 401, 403, 404, 409, 503)},
-    tags=["tasks"],
     operation_id="cancel_task",
     summary="End a job as not needed",
 )

@@ -1,7 +1,7 @@
 """The JSON API's recurring schedules: create (or update), list, get, pause, resume and delete.
 
 Check schedules only, as for jobs: a schedule starts a registered check on an instance of the
-check's own model, looked up as ``POST tasks`` looks it up. Task schedules (declared in code
+check's own model, looked up as ``POST jobs`` looks it up. Task schedules (declared in code
 with ``@prescient.periodic``) are listed, read, paused and resumed, never created here. Each
 endpoint needs a permission of the ``Schedule`` model; a scoped token sees and steers only the
 schedules of its checks. Every change goes through :mod:`prescient.engine.recurring`.

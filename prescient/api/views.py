@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -106,6 +107,7 @@ def _errors(*codes: int) -> dict[Any, Any]:
 
 
 _M = TypeVar("_M", bound=models.Model)
+_V = TypeVar("_V", bound=Callable[..., Any])
 
 
 def _scoped(queryset: models.QuerySet[_M], principal: Principal) -> models.QuerySet[_M]:
@@ -207,14 +209,33 @@ def _first_due(payload: TaskIn) -> tuple[datetime | None, timedelta | None]:
     return payload.at, None
 
 
-# --- tasks ------------------------------------------------------------------------------------
+# --- jobs -------------------------------------------------------------------------------------
+
+#: The paths of live jobs were ``tasks/…`` before 0.4 (beside Django's own django.tasks, which
+#: they are not); those paths still answer, marked deprecated, until 0.5.
+DEPRECATED_JOB_PATHS = "tasks"
 
 
-@api.post(
-    "tasks",
+def job_route(method: str, suffix: str, *, operation_id: str, **options: Any) -> Callable[[_V], _V]:
+    """Register a view of live jobs at ``jobs{suffix}`` (its operation id with ``job`` for
+    ``task``) and, deprecated, at the old ``tasks{suffix}`` under its old operation id."""
+
+    def register(view: _V) -> _V:
+        add = getattr(api, method)
+        add("jobs" + suffix, operation_id=operation_id.replace("task", "job"), tags=["jobs"], **options)(view)
+        add(DEPRECATED_JOB_PATHS + suffix, operation_id=operation_id, tags=["deprecated: tasks paths"],
+            deprecated=True, **options)(view)
+        return view
+
+    return register
+
+
+
+
+@job_route(
+    "post", "",
     auth=needs(ADD),
     response={200: Task, 201: Task, **_errors(400, 401, 403, 409, 503)},
-    tags=["tasks"],
     operation_id="create_task",
     summary="Schedule a check for an entity",
 )
@@ -247,11 +268,10 @@ def create_task(request: HttpRequest, payload: TaskIn) -> Any:
     return Status(201 if created else 200, task_out(job))
 
 
-@api.get(
-    "tasks",
+@job_route(
+    "get", "",
     auth=needs(VIEW),
     response={200: TaskPage, **_errors(400, 401, 403, 503)},
-    tags=["tasks"],
     operation_id="list_tasks",
     summary="List pending jobs",
 )
@@ -272,11 +292,10 @@ def list_tasks(request: HttpRequest, filters: Query[TaskFilters]) -> Any:
     return {"items": tasks_out(rows), "next_cursor": next_cursor}
 
 
-@api.get(
-    "tasks/{job_id}",
+@job_route(
+    "get", "/{job_id}",
     auth=needs(VIEW),
     response={200: Task, **_errors(400, 401, 403, 404, 503)},
-    tags=["tasks"],
     operation_id="get_task",
     summary="One pending job",
 )

@@ -98,14 +98,14 @@ ADMIN_ACTIONS = {Event.PAUSE: "pause_jobs", Event.RELEASE: "release_jobs", Event
 
 def test_every_verb__has_a_route_an_admin_action_and_a_line_in_the_docs():
     document = Client().get(URL + "openapi.json").json()
-    matches = (re.fullmatch(r"/prescient/tasks/\{job_id\}/(\w+)", path) for path in document["paths"])
+    matches = (re.fullmatch(r"/prescient/jobs/\{job_id\}/(\w+)", path) for path in document["paths"])
     routes = {m.group(1) for m in matches if m}
     assert routes == set(COMMANDS.values())
     for event in COMMANDS:
         assert callable(getattr(verbs, event.value)), event
     names = [a if isinstance(a, str) else a.__name__ for a in FutureJobAdmin.actions]
     assert set(names) == set(ADMIN_ACTIONS.values())
-    endpoints = re.search(r"`POST tasks/\{id\}/([a-z|]+)`", (DOCS / "api.md").read_text(encoding="utf-8"))
+    endpoints = re.search(r"`POST jobs/\{id\}/([a-z|]+)`", (DOCS / "api.md").read_text(encoding="utf-8"))
     assert endpoints and set(endpoints.group(1).split("|")) == routes
     admin = (DOCS / "admin.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| ([A-Z]\w+) selected jobs", admin, re.M)  # the table of admin actions

@@ -131,6 +131,8 @@ def test_fuzz__every_operation_answers_as_its_openapi_document_says(
 
     for result in schema.get_all_operations():
         operation = result.ok()
+        if operation.definition.raw.get("deprecated"):
+            continue  # tasks/…: the very views of jobs/…, fuzzed there
         modes = [(GenerationMode.POSITIVE, POSITIVE_EXAMPLES, CHECKS)]
         if operation.body or any(True for _ in operation.iter_parameters()):  # else nothing to break
             modes.append((GenerationMode.NEGATIVE, NEGATIVE_EXAMPLES, NEGATIVE_CHECKS))
@@ -160,7 +162,8 @@ def test_fuzz__every_operation_answers_as_its_openapi_document_says(
 
     total = sum(sent.values())
     print(f"schemathesis sent {total} requests: {sent}")
-    assert len(sent) == 22  # every operation, GET expectations and its SLA, cancel and rerun included
+    # every operation but the deprecated tasks/… aliases, GET expectations and its SLA, cancel and rerun included
+    assert len(sent) == 22
     assert total >= MINIMUM_REQUESTS
 
 

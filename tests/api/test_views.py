@@ -726,15 +726,19 @@ def test_openapi__the_document_describes_every_endpoint():
     document = response.json()
     assert document["openapi"].startswith("3.")
     paths = document["paths"]
-    assert set(paths) == {
-        "/prescient/tasks", "/prescient/tasks/{job_id}", "/prescient/tasks/{job_id}/pause",
-        "/prescient/tasks/{job_id}/release", "/prescient/tasks/{job_id}/run", "/prescient/tasks/{job_id}/kill",
-        "/prescient/tasks/{job_id}/sleep", "/prescient/workflows/{name}/pause", "/prescient/workflows/{name}/release",
+    jobs = {"/prescient/jobs", "/prescient/jobs/{job_id}", *(
+        f"/prescient/jobs/{{job_id}}/{verb}" for verb in ("pause", "release", "run", "kill", "sleep", "cancel"))}
+    assert set(paths) == jobs | {path.replace("/jobs", "/tasks") for path in jobs} | {
+        "/prescient/workflows/{name}/pause", "/prescient/workflows/{name}/release",
         "/prescient/history", "/prescient/health", "/prescient/schedules", "/prescient/schedules/{name}",
         "/prescient/schedules/{name}/pause", "/prescient/schedules/{name}/resume", "/prescient/expectations",
-        "/prescient/expectations/{name}/sla", "/prescient/tasks/{job_id}/cancel",
-        "/prescient/history/{history_id}/rerun",
+        "/prescient/expectations/{name}/sla", "/prescient/history/{history_id}/rerun",
     }
+    for path in jobs:  # the old paths answer, marked deprecated, under their old operation ids
+        for method, operation in paths[path.replace("/jobs", "/tasks")].items():
+            assert operation["deprecated"] is True
+            assert operation["operationId"] == paths[path][method]["operationId"].replace("job", "task")
+            assert not paths[path][method].get("deprecated")
     schemes = document["components"]["securitySchemes"]
     assert schemes["BearerToken"]["scheme"] == "bearer"
     assert schemes["SessionCookie"]["in"] == "cookie"
@@ -844,3 +848,18 @@ def test_typos__unknown_workflow_and_check_name_the_closest(api, make_job, make_
     response = api.post("tasks", task_body(make_thing(), check="test.recrod"))
     expected = "Unknown check 'test.recrod'. Did you mean 'test.record'?"
     assert_error(response, 400, ["check"], message=re.escape(expected))
+
+
+def test_jobs_paths__answer_and_the_deprecated_tasks_paths_answer_the_same(api, thing):
+    """#35 item 4: live jobs are at jobs/…; the tasks/… of versions before 0.4 still answer
+    (deprecated, until 0.5)."""
+    body = {"check": "test.record", "entity": {"model": "testapp.thing", "key": str(thing.pk)}, "delay_seconds": 3600}
+    created = api.post("jobs", body)
+    assert created.status_code == 201, created.content
+    job_id = created.json()["id"]
+    assert api.post("tasks", body).status_code == 200  # the same pending job, by the old path
+    for prefix in ("jobs", "tasks"):
+        assert api.get(prefix).json()["items"][0]["id"] == job_id
+        assert api.get(f"{prefix}/{job_id}").json()["entity"]["key"] == str(thing.pk)
+    assert api.post(f"jobs/{job_id}/pause").json()["state"] == "paused"
+    assert api.post(f"tasks/{job_id}/release").json()["state"] == "scheduled"
