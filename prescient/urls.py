@@ -2,9 +2,9 @@
 
     path("prescient/", include("prescient.urls")),
 
-This serves the JSON API (``jobs`` (and, deprecated, ``tasks``), ``workflows/<name>/...``, ``schedules``, ``history``, ``health``), its
-OpenAPI document (``openapi.json``), an interactive page for it (``docs``) and the Prometheus
-metrics (``metrics``, see docs/metrics.md). Any other path
+This serves the JSON API (``jobs``, deprecated ``tasks``, ``workflows/<name>/...``, ``schedules``,
+``history``, ``health``), its OpenAPI document (``openapi.json``), an interactive page for it
+(``docs``) and the Prometheus metrics (``metrics``, see docs/metrics.md). Any other path
 below the mount point is a JSON 404, and a wrong method a JSON 405.
 """
 
