@@ -63,8 +63,8 @@ DEFAULTS: dict[str, Any] = {
     # Business hours for expectations' ladders, by name (prescient/calendars.py): each a dict of
     # "timezone", "hours" ({"mon-fri": "09:00-17:00"}), optional "closed" dates and "holidays".
     "CALENDARS": {},
-    # PostgreSQL: a trigger on each table an expectation watches names, at the commit, the rows
-    # saved with an expectation pending, so a save with none asks nothing more (installed by
+    # PostgreSQL: triggers on each table an expectation watches name, at each UPDATE or DELETE,
+    # the rows with a job to end, so a save that ends nothing asks nothing more (installed by
     # migrate; docs/expectations.md, "Cost"). False: every save asks after its commit.
     "SAVE_NOTICES": True,
 }

@@ -122,6 +122,7 @@ def test_api_docs__no_warning_when_prescient_urls_are_not_mounted():
     assert api_docs_warnings(["prescient"]) == []
 
 
+@pytest.mark.django_db  # manage.py check asks SQLite whether it has JSON (a connection)
 def test_api_over_plain_http__warns_before_deploying(settings):
     settings.SECURE_SSL_REDIRECT = False
     settings.SECURE_PROXY_SSL_HEADER = None

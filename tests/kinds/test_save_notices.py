@@ -1,5 +1,5 @@
-"""The save notices (issue #34, item 7): on PostgreSQL a trigger on each watched table judges the
-row at the commit and names it only when there is something to end, so a save that ends
+"""The save notices (issue #34, item 7): on PostgreSQL triggers on each watched table judge the
+rows each UPDATE or DELETE writes and name one only when there is something to end, so a save that ends
 nothing asks nothing more; whatever the trigger cannot say (no trigger, an older one, a judgement
 that fails, a commit that was not the database's) is judged by asking, never missed."""
 
@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 import prescient
 from prescient import expectations
-from prescient.kinds import commit_notices
+from prescient.kinds import commit_notices, watch_triggers
 from prescient.kinds.commit_notices import Heard
 from prescient.models import FutureJob, JobHistory
 from prescient.states import Outcome
@@ -42,7 +42,7 @@ def triggers() -> dict[str, str]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT c.relname, p.proname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
-            "JOIN pg_proc p ON p.oid = t.tgfoid WHERE t.tgname = %s", [commit_notices.TRIGGER],
+            "JOIN pg_proc p ON p.oid = t.tgfoid WHERE t.tgname = %s", [watch_triggers.TRIGGER],
         )
         return dict(cursor.fetchall())
 
@@ -197,7 +197,7 @@ def test_sync__takes_the_trigger_from_a_table_no_longer_watched_and_drops_unused
     given, taken = commit_notices.sync()
     assert (given, TABLE in taken) == ([], True) and TABLE not in triggers()
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_proc WHERE proname LIKE %s", [commit_notices.TRIGGER + r"\_v%"])
+        cursor.execute("SELECT count(*) FROM pg_proc WHERE proname LIKE %s", [watch_triggers.TRIGGER + r"\_v%"])
         assert cursor.fetchone()[0] == 0
     assert commit_notices.sync() == ([], [])  # nothing left to do
 
@@ -262,3 +262,23 @@ def test_other_models_and_new_rows_are_never_judged(declare, make_thing):
         make_thing()
         Other.objects.create().save()
     assert judged(seen) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
+def test_a_bulk_update_names_only_the_met_rows_and_a_later_save_of_another_asks_nothing(declare, make_thing):
+    """``QuerySet.update()`` sends no signal: the rows it named are nobody's to judge (they wait
+    for their rung or recheck()); they are forgotten at the next save's settling, so they never
+    cost that save a judgement."""
+    declare()
+    things = [make_thing() for _ in range(5)]
+    for thing in things:
+        prescient.expect(thing, "test.expect", now=T0)
+    Thing.objects.filter(pk__in=[t.pk for t in things[:3]]).update(status="shipped")
+    heard = commit_notices._heard[connection.connection]
+    assert heard.keys == {f"{TABLE}:{t.pk}" for t in things[:3]}  # named by one statement's trigger
+    with CaptureQueriesContext(connection) as seen:
+        things[4].save()
+    assert judged(seen) == 0 and heard.keys == set()
+    assert FutureJob.objects.count() == 5  # update() ends nothing at once
+    assert prescient.recheck(Thing.objects.all()) == 3
