@@ -135,6 +135,8 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("idle.claim", "idle: claim statement, nothing due", "s", "raw.claim_idle"),
         Spec("idle.tick", "idle: whole tick, in-process", "s", "raw.claim_idle", ("<=", 20.0, "ratio")),
         Spec("raw.per_job", "raw: time per job (1 / raw sweep)", "us", postgres_only=True),
+        Spec("idle.live_table_mb", "live table on disk, per million pending jobs", "MB", postgres_only=True),
+        Spec("idle.live_indexes_mb", "its indexes, per million pending jobs", "MB", postgres_only=True),
         Spec("sweep.statements", "statements per 1,000 jobs swept (one tick, due no-op checks)", "n"),
     ]
     for due in sizes["due"]:

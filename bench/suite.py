@@ -608,6 +608,11 @@ def idle_and_scaling(res: Results, raw: Raw, sizes: dict[str, Any]) -> None:
     log(f"loading {pending:,} pending jobs")
     add_jobs(BASE_KEY, pending, now + timedelta(days=7), created=now)
     vacuum("prescient_futurejob", "prescient_jobhistory")
+    if pg():  # what the live table costs on disk, per million pending jobs (#36)
+        heap, indexes = q("SELECT pg_table_size('prescient_futurejob'), pg_indexes_size('prescient_futurejob')")[0]
+        res.add("idle.live_table_mb", heap / 2**20 / (pending / 1e6))
+        res.add("idle.live_indexes_mb", indexes / 2**20 / (pending / 1e6))
+        log(f"live table: {heap / 2**20:,.0f} MB, its indexes {indexes / 2**20:,.0f} MB for {pending:,} pending")
     raw_fill(raw, pending, now + timedelta(days=7))
     claim_sql, when = raw_claim_sql(), raw.when(now)
     for run in range(runs):
