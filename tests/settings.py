@@ -99,7 +99,9 @@ if os.environ.get("PRESCIENT_TEST_REPLICA_URL"):
 # The suite's workers run one job at a time per child (WORKER_LANES 1: a child's main thread runs
 # them, as before lanes existed) unless a test asks for lanes (--lanes): tests/faults/test_lanes.py,
 # and the poison and timeout tests, which run with both.
-PRESCIENT: dict[str, object] = {"SLOT_MINUTES": 15, "TIMEOUT_SECONDS": 2, "HISTORY_RETENTION_DAYS": None, "WORKER_LANES": 1}
+PRESCIENT: dict[str, object] = {
+    "SLOT_MINUTES": 15, "TIMEOUT_SECONDS": 2, "HISTORY_RETENTION_DAYS": None, "WORKER_LANES": 1,
+}
 # Child processes started by tests may tune settings further (JSON object).
 PRESCIENT.update(json.loads(os.environ.get("PRESCIENT_TEST_SETTINGS", "{}")))
 if "replica" in DATABASES:
