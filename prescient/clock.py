@@ -11,9 +11,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models.functions import Now
 from django.utils import timezone
+
+from . import reads
 
 
 def from_iso(value: object) -> datetime | None:
@@ -28,11 +30,13 @@ def from_iso(value: object) -> datetime | None:
 def db_now() -> datetime:
     """The time by the database server's clock (PostgreSQL's ``statement_timestamp()``).
 
-    SQLite runs on this host: its clock is the host's.
+    SQLite runs on this host: its clock is the host's. Inside :func:`prescient.reads.reading`,
+    the clock of the database read (a replica's: the same time, without a trip to the primary).
     """
-    if connection.vendor != "postgresql":
+    database = connections[reads.current() or DEFAULT_DB_ALIAS]
+    if database.vendor != "postgresql":
         return timezone.now()
-    with connection.cursor() as cursor:
+    with database.cursor() as cursor:
         cursor.execute("SELECT statement_timestamp()")
         row = cursor.fetchone()
     assert row is not None

@@ -67,6 +67,10 @@ DEFAULTS: dict[str, Any] = {
     # the rows with a job to end, so a save that ends nothing asks nothing more (installed by
     # migrate; docs/expectations.md, "Cost"). False: every save asks after its commit.
     "SAVE_NOTICES": True,
+    # The database alias (of DATABASES) the admin's lists and dashboard, the API's reads, the
+    # metrics and prescient_status read, e.g. a streaming replica; None: the default database.
+    # Writes and claims always go to the default one (prescient/reads.py).
+    "READ_DATABASE": None,
 }
 
 
@@ -241,6 +245,14 @@ def _retention(key: str, retention: Any) -> list[Problem]:
     return problems
 
 
+def _read_database(key: str, alias: Any) -> list[Problem]:
+    """None, or an alias of ``DATABASES`` (prescient.reads)."""
+    if alias is None or (isinstance(alias, str) and alias in settings.DATABASES):
+        return []
+    return [Problem(key, alias, "None (the default database) or an alias of DATABASES", diagnostics.READ_DATABASE.id,
+                    hint=f"DATABASES has {', '.join(map(repr, settings.DATABASES))}; got {alias!r}")]
+
+
 #: The rules of ``PRESCIENT``, by key: a Rule, or a function ``(key, value) -> problems``.
 RULES: dict[str, Rule | Callable[[str, Any], list[Problem]]] = {
     "SLOT_MINUTES": Rule(
@@ -287,6 +299,7 @@ RULES: dict[str, Rule | Callable[[str, Any], list[Problem]]] = {
         diagnostics.CALENDARS_NOT_DICT.id,
     ),
     "SAVE_NOTICES": Rule("True or False", lambda v: isinstance(v, bool), diagnostics.SAVE_NOTICES.id),
+    "READ_DATABASE": _read_database,
 }
 
 

@@ -4,7 +4,7 @@ and docs/system-checks.md is rendered from it (``scripts/system-checks-table``),
 is written once, here: ``tests/test_system_checks.py`` fails if an id literal appears anywhere
 else in prescient/ or twice in this table.
 
-Ids: E001–E015 the ``PRESCIENT`` settings, E010 registered checks, E020–E023 a task backend (its
+Ids: E001–E016 the ``PRESCIENT`` settings, E010 registered checks, E020–E023 a task backend (its
 ``OPTIONS``, its app), E030–E032 calendars and expectations; W… warnings, I… deployment information.
 """
 
@@ -58,6 +58,10 @@ COUNTS = Diagnostic(
     SEE_HINT,
 )
 SAVE_NOTICES = Diagnostic("prescient.E015", ERROR, "`SAVE_NOTICES` is not True or False", SEE_HINT)
+READ_DATABASE = Diagnostic(
+    "prescient.E016", ERROR, "`READ_DATABASE` is neither `None` nor an alias of `DATABASES`",
+    "the hint lists the aliases of `DATABASES` ([operations.md](operations.md#reads-off-the-primary))",
+)
 BATCH_SIZE = Diagnostic("prescient.E006", ERROR, "`BATCH_SIZE` is not a whole number from 1 to 10,000", SEE_HINT)
 STALE_AFTER = Diagnostic(
     "prescient.E007", ERROR, "`STALE_AFTER_SECONDS` is neither `None` nor a number of seconds in range", SEE_HINT

@@ -13,6 +13,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from .reads import ReadManager
+
 #: Rows per figure: a process adds to the shard of its pid.
 SHARDS = 8
 
@@ -38,6 +40,9 @@ class MetricTally(models.Model):
     name = models.CharField(_("figure"), max_length=48)
     shard = models.PositiveSmallIntegerField(_("shard"), default=0)
     value = models.FloatField(_("value"), default=0.0)
+
+    #: Read off the primary inside prescient.reads.reading (the pages, the API, the metrics).
+    objects = ReadManager()
 
     class Meta:
         verbose_name = _("metric tally")

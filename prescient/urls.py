@@ -6,6 +6,10 @@ This serves the JSON API (``jobs``, deprecated ``tasks``, ``workflows/<name>/...
 ``history``, ``health``), its OpenAPI document (``openapi.json``), an interactive page for it
 (``docs``) and the Prometheus metrics (``metrics``, see docs/metrics.md). Any other path
 below the mount point is a JSON 404, and a wrong method a JSON 405.
+
+The API's GETs are read on ``PRESCIENT["READ_DATABASE"]`` (:mod:`prescient.reads`), except
+``health``, which says whether the primary answers; an answer read on a replica that lags
+carries the header ``Prescient-As-Of`` (the replica's last replay, ISO 8601).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, URLResolver, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
+from . import reads
 from .api.errors import ApiError
 from .api.metrics import metrics
 from .api.views import api
@@ -46,9 +51,32 @@ def _json_405(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     return wrapped
 
 
+#: The header of an answer read on a replica that lags: the time it is as of.
+AS_OF_HEADER = "Prescient-As-Of"
+#: API views read on the primary whatever the method: ``health`` says whether the primary answers.
+ON_PRIMARY = frozenset({"health"})
+
+
+def _reads(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A GET or HEAD read off the primary (prescient.reads), saying "as of" when it lags."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        with reads.reading(request) as alias:
+            stamp = reads.as_of(alias)
+            response = view(request, *args, **kwargs)
+        if stamp is not None:
+            response[AS_OF_HEADER] = stamp.isoformat()
+        return response
+
+    return wrapped
+
+
 def _with_json_405(patterns: list[URLPattern | URLResolver]) -> list[URLPattern | URLResolver]:
     return [
-        URLPattern(p.pattern, _json_405(p.callback), p.default_args, p.name) if isinstance(p, URLPattern) else p
+        URLPattern(
+            p.pattern, _json_405(p.callback if p.name in ON_PRIMARY else _reads(p.callback)), p.default_args, p.name
+        ) if isinstance(p, URLPattern) else p
         for p in patterns
     ]
 
@@ -61,7 +89,7 @@ def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
 _api_patterns, _app_name, _namespace = api.urls
 
 urlpatterns = [
-    path("metrics", metrics, name="prescient-metrics"),
+    path("metrics", _reads(metrics), name="prescient-metrics"),
     path("", (_with_json_405(_api_patterns), _app_name, _namespace)),
     re_path(r"^(?P<rest>.*)$", not_found, name="prescient-not-found"),
 ]

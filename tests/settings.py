@@ -88,15 +88,24 @@ else:
         }
     }
 
+# PRESCIENT_TEST_REPLICA_URL (tests/test_replica.py, in its own processes): a "replica" alias on
+# a real streaming replica, and READ_DATABASE naming it (reads off the primary, prescient/reads.py).
+if os.environ.get("PRESCIENT_TEST_REPLICA_URL"):
+    DATABASES["replica"] = dj_database_url.parse(os.environ["PRESCIENT_TEST_REPLICA_URL"], conn_max_age=0)
+
 # History is kept forever here: a long test session would otherwise have the upkeep pruner (due
 # every ten minutes in a process) delete rows a test made at its own explicit times. The
 # pruner's tests set the retention they test.
 # The suite's workers run one job at a time per child (WORKER_LANES 1: a child's main thread runs
 # them, as before lanes existed) unless a test asks for lanes (--lanes): tests/faults/test_lanes.py,
 # and the poison and timeout tests, which run with both.
-PRESCIENT = {"SLOT_MINUTES": 15, "TIMEOUT_SECONDS": 2, "HISTORY_RETENTION_DAYS": None, "WORKER_LANES": 1}
+PRESCIENT: dict[str, object] = {
+    "SLOT_MINUTES": 15, "TIMEOUT_SECONDS": 2, "HISTORY_RETENTION_DAYS": None, "WORKER_LANES": 1,
+}
 # Child processes started by tests may tune settings further (JSON object).
 PRESCIENT.update(json.loads(os.environ.get("PRESCIENT_TEST_SETTINGS", "{}")))
+if "replica" in DATABASES:
+    PRESCIENT["READ_DATABASE"] = "replica"
 
 LOGGING = {
     "version": 1,

@@ -45,6 +45,7 @@ BAD: dict[str, list[tuple[Any, str]]] = {
     "CHILD_MAX_RUNS": [(0, "E009")],
     "MAX_CRASHES": [(0, "E009")],
     "SAVE_NOTICES": [("yes", "E015")],
+    "READ_DATABASE": [("nowhere", "E016"), (1, "E016")],
     "CALENDARS": [
         (5, "E030"),
         ({"support": {"timezone": "Nowhere/Land", "hours": {"mon-fri": "09:00-17:00"}}}, "E031"),

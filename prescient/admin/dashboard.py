@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.utils.timesince import timesince
 from django.utils.translation import gettext
 
-from prescient import slots
+from prescient import reads, slots
 from prescient.admin.charts import (
     DAY_MINUTES,
     WEEK_MINUTES,
@@ -37,6 +37,7 @@ from prescient.admin.charts import (
     span_text,
 )
 from prescient.admin.display import OUTCOME_HUES, STATE_COLOURS, AdminMixinBase, badge, breakable, can_view, when
+from prescient.admin.reading import as_of_context
 from prescient.conf import setting
 from prescient.expectations import registered as registered_expectations
 from prescient.kinds.links import admin_url, entity_link
@@ -241,12 +242,14 @@ class DashboardMixin(AdminMixinBase):
         if not self.has_view_or_change_permission(request):
             raise PermissionDenied
         site: admin.AdminSite = self.admin_site
-        context = {
-            **site.each_context(request),
-            **dashboard_context(site, request, timezone.now()),
-            "title": gettext("Dashboard"),
-            "opts": self.opts,
-            "breadcrumbs_as_list": django.VERSION >= (6, 0),
-        }
-        request.current_app = site.name
-        return TemplateResponse(request, "prescient/admin/dashboard.html", context)
+        with reads.reading(request) as alias:  # off the primary, rendered within (prescient.reads)
+            context = {
+                **site.each_context(request),
+                **as_of_context(alias),
+                **dashboard_context(site, request, timezone.now()),
+                "title": gettext("Dashboard"),
+                "opts": self.opts,
+                "breadcrumbs_as_list": django.VERSION >= (6, 0),
+            }
+            request.current_app = site.name
+            return TemplateResponse(request, "prescient/admin/dashboard.html", context).render()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin
 from django.contrib.admin.exceptions import NotRegistered
 from django.db.models import Max, Min, Model, Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponseBase
 from django.utils import formats, timezone
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
@@ -24,6 +24,8 @@ from django.utils.timesince import timesince
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from prescient.admin.reading import AdminMixinBase as AdminMixinBase  # the mixins of the admin import it from here
+from prescient.admin.reading import ReadListMixin
 from prescient.checks import registered
 from prescient.engine.kind import UnknownKind, get_kind
 from prescient.models import FutureJob, JobHistory, Workflow
@@ -32,11 +34,6 @@ from prescient.wording import entity_text, parse_entity, when_text
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldsetSpec
-
-    # The mixins below are always combined with a ModelAdmin: type them as one.
-    AdminMixinBase = admin.ModelAdmin[Any]
-else:
-    AdminMixinBase = object
 
 # Badge colours come from the admin's own message palette, which has a light and a dark
 # variant of each (fallbacks for admin themes without the variables).
@@ -316,7 +313,7 @@ def search_entities(queryset: QuerySet[Any], term: str) -> QuerySet[Any]:
     return queryset.filter(by_key | Q(workflow=term))
 
 
-def unfiltered_count(response: HttpResponse) -> HttpResponse:
+def unfiltered_count(response: HttpResponseBase) -> HttpResponseBase:
     """No "(Show all)" link beside the search box of a list that no filter or search narrows.
 
     With ``show_full_result_count = False`` (no ``COUNT(*)`` over a large table) Django's
@@ -329,13 +326,17 @@ def unfiltered_count(response: HttpResponse) -> HttpResponse:
     return response
 
 
-class TitledListMixin(AdminMixinBase):
-    """A changelist titled by the model, with no "(Show all)" when nothing narrows it."""
+class TitledListMixin(ReadListMixin):
+    """A changelist titled by the model, with no "(Show all)" when nothing narrows it, read off
+    the primary (:class:`~prescient.admin.reading.ReadListMixin`)."""
 
-    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+    def list_context(self, request: HttpRequest) -> dict[str, Any]:
         # Rows change through actions, never a form: "Select … to change" would mislead.
-        title = {"title": capfirst(self.opts.verbose_name_plural)}
-        return unfiltered_count(super().changelist_view(request, {**title, **(extra_context or {})}))
+        return {**super().list_context(request), "title": capfirst(self.opts.verbose_name_plural)}
+
+    def finish_list(self, response: HttpResponseBase) -> None:
+        super().finish_list(response)
+        unfiltered_count(response)
 
 
 class ConsoleListMixin(TitledListMixin):
@@ -346,12 +347,11 @@ class ConsoleListMixin(TitledListMixin):
     change_list_template = "prescient/admin/change_list.html"
     search_help_text = _("An entity key (42 or shop.order#42) or a workflow name, exactly.")
 
-    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        response = super().changelist_view(request, extra_context)
+    def finish_list(self, response: HttpResponseBase) -> None:
+        super().finish_list(response)
         context = getattr(response, "context_data", None) or {}
         if "cl" in context and context["cl"].date_hierarchy:
             context["prescient_date_hierarchy"] = light_date_hierarchy(context["cl"])
-        return response
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str

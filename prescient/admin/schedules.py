@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from prescient import cron
+from prescient.admin.reading import ReadListMixin
 from prescient.engine import recurring
 from prescient.kinds.links import admin_url
 from prescient.models import JobHistory, Schedule
@@ -26,7 +27,7 @@ else:
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(_AdminBase):
+class ScheduleAdmin(ReadListMixin, _AdminBase):
     list_display = ["name", "starts", "when", "next_at", "paused_at", "last_run_at", "runs", "skipped", "missed"]
     list_filter = ["declared", "catch_up"]
     search_fields = ["name", "job_exec"]

@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from prescient.wording import entity_text
 
+from ..reads import ReadManager
 from ..states import Outcome
 
 if TYPE_CHECKING:
@@ -54,6 +55,9 @@ class JobHistory(models.Model):
     rerun_of = models.BigIntegerField(
         _("re-run of"), null=True, blank=True, help_text=_("The finished job (history row id) this job ran again.")
     )
+
+    #: Read off the primary inside prescient.reads.reading (the pages, the API, the metrics).
+    objects = ReadManager()
 
     class Meta:
         # "2 finished jobs" (beside "future jobs"); "job history" had no plural.

@@ -15,13 +15,14 @@ from prescient.wording import entity_text
 
 from .. import interrupts
 from ..cleaning import unstorable
+from ..reads import ReadQuerySet
 from ..states import Outcome, State
 
 #: Largest checkpoint a job may keep, in bytes of JSON.
 CHECKPOINT_LIMIT = 64 * 1024
 
 
-class FutureJobQuerySet(models.QuerySet["FutureJob"]):
+class FutureJobQuerySet(ReadQuerySet["FutureJob"]):
     def due(self, now: datetime) -> FutureJobQuerySet:
         """Jobs waiting for a slot that has come (served by the ``prescient_due`` index)."""
         return self.filter(state=State.SCHEDULED, next_check_at__lte=now)

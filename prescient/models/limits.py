@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from ..reads import ReadManager
+
 
 class RateBucket(models.Model):
     """The tokens left to one rate key (``<name>:<value>``) when they were last counted: a claim
@@ -14,6 +16,9 @@ class RateBucket(models.Model):
     key = models.CharField(_("key"), max_length=255, unique=True)
     tokens = models.FloatField(_("tokens"))
     refilled_at = models.DateTimeField(_("counted at"))
+
+    #: Read off the primary inside prescient.reads.reading (the pages, the API, the metrics).
+    objects = ReadManager()
 
     class Meta:
         verbose_name = _("rate bucket")

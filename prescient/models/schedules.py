@@ -8,6 +8,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from ..reads import ReadManager, ReadQuerySet
+
 
 class CatchUp(models.TextChoices):
     """What a schedule does with occurrences missed while nothing ran."""
@@ -17,7 +19,7 @@ class CatchUp(models.TextChoices):
     SKIP = "skip", _("run none; wait for the next")
 
 
-class ScheduleQuerySet(models.QuerySet["Schedule"]):
+class ScheduleQuerySet(ReadQuerySet["Schedule"]):
     def due(self, now: datetime) -> ScheduleQuerySet:
         """Active schedules whose next occurrence is due (served by ``prescient_schedule_due``)."""
         return self.filter(paused_at__isnull=True, due_at__lte=now)
@@ -97,6 +99,9 @@ class Occurrence(models.Model):
     at = models.DateTimeField(_("occurrence"))
     outcome = models.CharField(_("outcome"), max_length=8, choices=Outcome.choices)
     produced_at = models.DateTimeField(_("produced at"))
+
+    #: Read off the primary inside prescient.reads.reading (the pages, the API, the metrics).
+    objects = ReadManager()
 
     class Meta:
         verbose_name = _("occurrence")

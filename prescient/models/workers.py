@@ -8,6 +8,8 @@ import socket
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from ..reads import ReadManager
+
 #: The longest name given to a worker (``prescient_worker --name``): with the pid and a random
 #: part it makes the worker's unique name, and its claims' tokens must fit in 64 characters.
 GIVEN_NAME_MAX = 16
@@ -56,6 +58,9 @@ class Worker(models.Model):
         _("clock skew (s)"), default=0.0, db_default=0.0,
         help_text=_("The host's clock minus the database's, at the last heartbeat."),
     )
+
+    #: Read off the primary inside prescient.reads.reading (the pages, the API, the metrics).
+    objects = ReadManager()
 
     class Meta:
         verbose_name = _("worker")

@@ -6,6 +6,8 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
+from ..reads import ReadManager
+
 
 class ParentFailure(models.TextChoices):
     """What a waiting job does when a job it waits on ends with an outcome other than completed."""
@@ -29,6 +31,9 @@ class JobLink(models.Model):
     )
     created_at = models.DateTimeField(_("created at"))
 
+    #: Read off the primary inside prescient.reads.reading (the pages, the API, the metrics).
+    objects = ReadManager()
+
     class Meta:
         verbose_name = _("job link")
         verbose_name_plural = _("job links")
@@ -47,6 +52,9 @@ class Workflow(models.Model):
 
     name = models.CharField(_("name"), max_length=200, primary_key=True)
     paused_at = models.DateTimeField(_("paused at"), null=True, blank=True)
+
+    #: Read off the primary inside prescient.reads.reading (the pages, the API, the metrics).
+    objects = ReadManager()
 
     class Meta:
         verbose_name = _("workflow")

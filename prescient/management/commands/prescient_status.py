@@ -5,6 +5,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
+from prescient import reads
 from prescient.sla import DEFAULT_DAYS, MAX_DAYS, ExpectationSla
 from prescient.status import snapshot
 from prescient.wording import offset_text
@@ -27,11 +28,17 @@ class Command(PrescientCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        status = snapshot(options["now"], sla_days=options["sla_days"])
+        with reads.reading() as alias:  # off the primary when READ_DATABASE names a replica
+            as_of = reads.as_of(alias)
+            status = snapshot(options["now"], sla_days=options["sla_days"])
         if options["json"]:
-            self.stdout.write(json.dumps(status.as_dict(), sort_keys=True))
+            # "as_of": the last replay of the replica read, when it lags (docs/operations.md).
+            figures = {**status.as_dict(), "as_of": as_of.isoformat() if as_of else None}
+            self.stdout.write(json.dumps(figures, sort_keys=True))
             return
         write = self.stdout.write
+        if as_of is not None:
+            write(f"as of:   {as_of.isoformat()} (the last replay of the replica {alias!r}, which lags)")
         write("jobs:    " + "  ".join(f"{state}={count}" for state, count in status.states.items()))
         held = "  ".join(f"{name}={count}" for name, count in sorted(status.held.items()))
         write(f"due now: {status.due_now}" + (f" (held back by limits: {held})" if held else ""))
