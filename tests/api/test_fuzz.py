@@ -160,7 +160,7 @@ def test_fuzz__every_operation_answers_as_its_openapi_document_says(
 
     total = sum(sent.values())
     print(f"schemathesis sent {total} requests: {sent}")
-    assert len(sent) == 22  # every operation, GET expectations and its SLA, cancel and rerun included
+    assert len(sent) == 23  # every operation, GET expectations and its SLA, cancel, rerun and health/checks included
     assert total >= MINIMUM_REQUESTS
 
 

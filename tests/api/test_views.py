@@ -732,7 +732,7 @@ def test_openapi__the_document_describes_every_endpoint():
         "/prescient/history", "/prescient/health", "/prescient/schedules", "/prescient/schedules/{name}",
         "/prescient/schedules/{name}/pause", "/prescient/schedules/{name}/resume", "/prescient/expectations",
         "/prescient/expectations/{name}/sla", "/prescient/tasks/{job_id}/cancel",
-        "/prescient/history/{history_id}/rerun",
+        "/prescient/history/{history_id}/rerun", "/prescient/health/checks",
     }
     schemes = document["components"]["securitySchemes"]
     assert schemes["BearerToken"]["scheme"] == "bearer"
