@@ -12,6 +12,7 @@ from . import limits
 from .clock import db_now
 from .conf import stale_after_seconds
 from .expectations import KIND, registered
+from .health import DEFAULT_MINUTES, Health, health
 from .models import FutureJob, JobHistory, Worker
 from .sla import DEFAULT_DAYS, ExpectationSla, sla
 from .states import Outcome, State
@@ -101,15 +102,19 @@ class Status:
     held: dict[str, int] = field(default_factory=dict)
     #: Each expectation's SLA, day by day (:mod:`prescient.sla`), in the order of ``expectations``.
     sla: list[ExpectationSla] = field(default_factory=list)
+    #: Each check's runs, failures, run times, last error and pending jobs (:mod:`prescient.health`).
+    health: Health | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def snapshot(now: datetime | None = None, *, sla_days: int = DEFAULT_DAYS) -> Status:
+def snapshot(
+    now: datetime | None = None, *, sla_days: int = DEFAULT_DAYS, health_minutes: int = DEFAULT_MINUTES
+) -> Status:
     """Counts per state, jobs due, the oldest overdue job's lateness, live workers, last slot,
-    expectations and their SLA over ``sla_days`` days (as of ``now``, by default the database's
-    time)."""
+    expectations and their SLA over ``sla_days`` days, and the health of each check over the
+    ``health_minutes`` before ``now`` (by default the database's time)."""
     now = now or db_now()
     counts = {state.value: 0 for state in State}
     for row in FutureJob.objects.order_by().values("state").annotate(n=Count("id")):
@@ -136,4 +141,5 @@ def snapshot(now: datetime | None = None, *, sla_days: int = DEFAULT_DAYS) -> St
         expectations=expectations(now),
         held=limits.held_counts(now, db_now() if limits.declared() else now),
         sla=sla(now, days=sla_days),
+        health=health(now, minutes=health_minutes),
     )

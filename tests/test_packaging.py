@@ -131,7 +131,10 @@ def test_install__into_a_fresh_virtualenv_then_the_tutorials_steps(artefact, dis
     assert found[:2] == [version, version]
     installed = Path(found[2]).parent
     assert installed.is_relative_to(venv), "the installed copy, not the checkout's"
-    for name in ("templates/prescient/admin/dashboard.html", "migrations/0001_initial.py", "py.typed"):
+    for name in (
+        "templates/prescient/admin/dashboard.html", "static/prescient/dashboard.js", "migrations/0001_initial.py",
+        "py.typed",
+    ):
         assert (installed / name).is_file(), f"{name} is installed"
     shipped = {p.name for p in (installed / "migrations").glob("0*.py")}
     assert shipped == {p.name for p in (ROOT / "prescient" / "migrations").glob("0*.py")}

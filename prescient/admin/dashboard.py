@@ -4,7 +4,9 @@ Counts per state, the oldest overdue job, live workers, and three charts (:mod:`
 due per slot in the near term (24 hours of 15-minute slots), jobs finished per slot as long
 before now, and in the past 7 days; a fourth when expectations are declared: those met and
 missed per slot in the past 7 days, and each one's SLA as a table (:mod:`prescient.sla`): its
-days, met within each rung, missed.
+days, met within each rung, missed. Then the health of each check over a recent window
+(:mod:`prescient.health`, ``?minutes=``, the past hour by default). The page refreshes itself
+every :data:`REFRESH_SECONDS` (``prescient/dashboard.js``: the live part fetched again, pausable).
 """
 
 from __future__ import annotations
@@ -36,10 +38,20 @@ from prescient.admin.charts import (
     near_span,
     span_text,
 )
-from prescient.admin.display import OUTCOME_HUES, STATE_COLOURS, AdminMixinBase, badge, breakable, can_view, when
+from prescient.admin.display import (
+    OUTCOME_HUES,
+    STATE_COLOURS,
+    AdminMixinBase,
+    badge,
+    breakable,
+    can_view,
+    duration,
+    when,
+)
 from prescient.admin.reading import as_of_context
 from prescient.conf import setting
 from prescient.expectations import registered as registered_expectations
+from prescient.health import DEFAULT_MINUTES, MAX_MINUTES, Health
 from prescient.kinds.links import admin_url, entity_link
 from prescient.models import FutureJob, JobHistory, Worker
 from prescient.queries import bucket_counts
@@ -47,6 +59,13 @@ from prescient.sla import ExpectationSla
 from prescient.states import Outcome, State
 from prescient.status import snapshot
 from prescient.wording import offset_text
+
+#: The dashboard fetches its figures again this often (paused and resumed on the page).
+REFRESH_SECONDS = 15
+#: The windows offered for the health per check, in minutes.
+HEALTH_WINDOWS = (15, 60, 6 * 60, 24 * 60)
+#: Characters of the last error shown in the health table (its row's page has all of it).
+ERROR_PREVIEW = 120
 
 
 def dashboard_charts(now: datetime) -> list[Chart]:
@@ -162,9 +181,63 @@ def sla_tables(site: admin.AdminSite, request: HttpRequest, reports: list[Expect
     return tables
 
 
+def health_minutes(request: HttpRequest) -> int:
+    """The window of the health table: ``?minutes=`` when it is a whole number in range, else an hour."""
+    try:
+        minutes = int(request.GET.get("minutes", DEFAULT_MINUTES))
+    except ValueError:
+        return DEFAULT_MINUTES
+    return minutes if 1 <= minutes <= MAX_MINUTES else DEFAULT_MINUTES
+
+
+def health_table(site: admin.AdminSite, request: HttpRequest, report: Health) -> dict[str, Any]:
+    """The health of each check as rows: runs per minute, failure rate, run time p50/p95, the
+    last error (linked to its history row), pending jobs and the most overdue (linked to them)."""
+    history = can_view(site, request, JobHistory)
+    rows = []
+    for check in report.checks:
+        error = check.last_error
+        last_error = None
+        if error is not None:
+            text = (error.error.strip().splitlines() or [""])[0]
+            last_error = {
+                "cls": error.exception_class.rpartition(".")[2],
+                "text": text if len(text) <= ERROR_PREVIEW else text[: ERROR_PREVIEW - 1] + "…",
+                "title": error.error,
+                "when": when(datetime.fromisoformat(error.finished_at)),
+                "url": admin_url(site, JobHistory, "change", quote(error.history_id)) if history else None,
+            }
+        rows.append({
+            "name": check.name,
+            "name_html": breakable(check.name),
+            "history_url": admin_url(site, JobHistory, "changelist", job_exec=check.name) if history else None,
+            "runs": check.runs,
+            "finished": check.finished,
+            "runs_per_minute": f"{check.runs_per_minute:g}",
+            "failure_rate": "-" if check.failure_rate is None else f"{check.failure_rate:.1%}",
+            "failed_runs": check.failed_runs,
+            "failing": bool(check.failed_runs),
+            "p50": duration(check.run_seconds_p50),
+            "p95": duration(check.run_seconds_p95),
+            "last_error": last_error,
+            "pending": check.pending,
+            "pending_url": admin_url(site, FutureJob, "changelist", job_exec=check.name),
+            "late": None if check.oldest_overdue_seconds is None else offset_text(check.oldest_overdue_seconds),
+            "due": check.due,
+            "due_url": admin_url(
+                site, FutureJob, "changelist", job_exec=check.name, state__exact=State.SCHEDULED.value, due="overdue"
+            ),
+        })
+    windows = [
+        {"minutes": minutes, "label": offset_text(minutes * 60), "current": minutes == report.minutes}
+        for minutes in HEALTH_WINDOWS
+    ]
+    return {"minutes": report.minutes, "span": offset_text(report.minutes * 60), "rows": rows, "windows": windows}
+
+
 def dashboard_context(site: admin.AdminSite, request: HttpRequest, now: datetime) -> dict[str, Any]:
     """What the dashboard shows; a fixed number of queries, whatever the number of jobs."""
-    status = snapshot(now)
+    status = snapshot(now, health_minutes=health_minutes(request))
     states = [
         {
             "label": state.label,
@@ -217,6 +290,8 @@ def dashboard_context(site: admin.AdminSite, request: HttpRequest, now: datetime
         "jobs_url": admin_url(site, FutureJob, "changelist"),
         "charts": dashboard_charts(now),
         "sla_tables": sla_tables(site, request, status.sla),
+        "health": health_table(site, request, status.health) if status.health is not None else None,
+        "refresh_seconds": REFRESH_SECONDS,
         "slot_minutes": int(setting("SLOT_MINUTES")),
         "now": when(now),
     }

@@ -1,7 +1,9 @@
 """*Finished jobs*: :class:`JobHistoryAdmin`, one read-only row per job that left the live table.
 
 Its one action, and the *Run again* button of a row's page, run finished jobs again
-(:mod:`prescient.admin.rerun`).
+(:mod:`prescient.admin.rerun`). Its search finds an entity or a workflow exactly, as the job
+list's does, and with a prefix the text of an error (``error:carrier down``) or an exception class
+(``exception:TimeoutError``): :func:`search_errors`.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.contrib import admin
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
@@ -30,6 +33,32 @@ from prescient.admin.graph import LinksMixin
 from prescient.admin.rerun import RerunMixin
 from prescient.models import JobHistory
 
+#: Search prefixes: the rest of the term is a part of the error's text, or an exception class.
+ERROR_PREFIX = "error:"
+EXCEPTION_PREFIX = "exception:"
+
+
+def search_errors(queryset: QuerySet[JobHistory], term: str) -> QuerySet[JobHistory] | None:
+    """Rows whose error contains the text after ``error:`` (in any case), or whose exception class
+    is the one after ``exception:`` (``builtins.TimeoutError``, or by its last parts:
+    ``TimeoutError``); None for a term with neither prefix.
+
+    A part of a text is no index lookup: the list reads rows newest first until its page is full,
+    so narrow a search of a large history by check, outcome or date.
+    """
+    term = term.strip()
+    lowered = term.lower()
+    if lowered.startswith(ERROR_PREFIX):
+        text = term[len(ERROR_PREFIX):].strip()
+        return queryset.filter(last_error__icontains=text) if text else queryset.exclude(last_error="")
+    if lowered.startswith(EXCEPTION_PREFIX):
+        name = term[len(EXCEPTION_PREFIX):].strip()
+        if not name:
+            return queryset.exclude(exception_class_path="")
+        return queryset.filter(Q(exception_class_path=name) | Q(exception_class_path__endswith=f".{name}"))
+    return None
+
+
 # ModelAdmin is generic in django-stubs only (subscripting it at runtime needs django_stubs_ext).
 if TYPE_CHECKING:
     _AdminBase = admin.ModelAdmin[JobHistory]
@@ -47,6 +76,10 @@ class JobHistoryAdmin(RerunMixin, LinksMixin, ConsoleListMixin, _AdminBase):
     ]
     list_filter = ["outcome", CheckFilter]
     search_fields = ["=entity_key", "=workflow"]
+    search_help_text = _(
+        "An entity key (42 or shop.order#42) or a workflow name, exactly; error:text for a part of the "
+        "error's text; exception:Name for an exception class (TimeoutError or builtins.TimeoutError)."
+    )
     date_hierarchy = "finished_at"
     actions = ["rerun_jobs"]
     show_full_result_count = False
@@ -63,6 +96,15 @@ class JobHistoryAdmin(RerunMixin, LinksMixin, ConsoleListMixin, _AdminBase):
         ),
     ]
     readonly_fields = fieldset_names(fieldsets)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[JobHistory], search_term: str
+    ) -> tuple[QuerySet[JobHistory], bool]:
+        found = search_errors(queryset, search_term)
+        if found is not None:
+            return found, False
+        results: tuple[QuerySet[JobHistory], bool] = super().get_search_results(request, queryset, search_term)
+        return results
 
     # History is a record: nobody adds, edits or deletes it here.
     def has_add_permission(self, request: HttpRequest) -> bool:

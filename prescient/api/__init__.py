@@ -8,6 +8,7 @@ Mount it in the host's URLconf with ``path("prescient/", include("prescient.urls
   kill), registered on the same API.
 - :mod:`~prescient.api.schedules`: recurring schedules (create, list, get, pause, resume,
   delete), registered on the same API.
+- :mod:`~prescient.api.health`: the health per check (``GET health/checks``), on the same API.
 - :mod:`~prescient.api.schemas`: request and response payloads.
 - :mod:`~prescient.api.auth`: API tokens and Django sessions, Django permissions, token scopes.
 - :mod:`~prescient.api.tokens`: issuing, checking and revoking API tokens.
@@ -18,4 +19,5 @@ Every change to a job goes through the verbs of :mod:`prescient.engine.verbs`.
 
 from . import commands as commands  # registers the commands' endpoints on views.api
 from . import expectations as expectations  # and the expectations' list
+from . import health as health  # and the health per check
 from . import schedules as schedules  # and the schedules' endpoints

@@ -179,9 +179,9 @@ def test_job_page__buttons_for_each_verb_with_the_lists_confirmations(live_serve
         page.click("#prescient-job-verbs button[value=sleep_jobs]")
         page.wait_for_selector("body.prescient-sleep-confirmation")
         at = (timezone.localtime() + timedelta(days=30)).replace(hour=9, minute=0, second=0, microsecond=0)
-        page.fill("input[name=at]", at.strftime("%Y-%m-%d %H:%M"))
+        page.fill("input[name=at]", at.strftime("%Y-%m-%dT%H:%M"))  # the date-time picker's value
         page.click("input[type=submit]")
-        message(page, "1 job sleeps until its new time.")
+        message(page, f"1 job sleeps until {at.strftime('%-d %b %Y %H:%M')} ({timezone.get_current_timezone_name()}).")
         assert page.url == url
         job.refresh_from_db()
         assert job.next_check_at >= at

@@ -239,14 +239,15 @@ def test_app_index__links_the_dashboard_for_those_who_may_see_it(admin_client, v
 
 # Each page: the session and the user, then a fixed set. The job list: the workflows of its
 # filter, the count, the page, MIN/MAX for the date hierarchy. The dashboard: the snapshot of
-# prescient.status (5), the oldest overdue job, one GROUP BY per chart (3).
+# prescient.status (5), the health per check (an aggregate per table, the last errors, and off
+# PostgreSQL the sample of run times: 4), the oldest overdue job, one GROUP BY per chart (3).
 @pytest.mark.parametrize("count", [10, 200])
 @pytest.mark.parametrize(
     ("url", "most"),
     [
         (JOBS, 6),
         (JOBS + "?due=overdue&state__exact=scheduled", 6),
-        (DASHBOARD, 11),
+        (DASHBOARD, 15),
         (WORKFLOWS, 4),
         (HISTORY, 5),
         (WORKERS, 4),

@@ -287,8 +287,9 @@ def test_sleep__asks_for_a_time_then_moves_each_next_check(admin_client, jobs):
     assert (reload(jobs["paused"]).state, reload(jobs["paused"]).next_check_at) == (State.PAUSED, slot)
     running = reload(jobs["running"])
     assert (running.state, running.sleep_until) == (State.RUNNING, slot)
-    assert "2 jobs sleep until their new time." in texts(response)
-    assert "1 job is running: it is asked to stop, and sleeps once its run returns." in texts(response)
+    named = slot.strftime("%-d %b %Y %H:%M") + " (UTC)"
+    assert f"2 jobs sleep until {named}." in texts(response)
+    assert f"1 job is running: it is asked to stop, and sleeps until {named} once its run returns." in texts(response)
     assert LogEntry.objects.count() == 3
 
 

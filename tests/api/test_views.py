@@ -732,7 +732,7 @@ def test_openapi__the_document_describes_every_endpoint():
         "/prescient/workflows/{name}/pause", "/prescient/workflows/{name}/release",
         "/prescient/history", "/prescient/health", "/prescient/schedules", "/prescient/schedules/{name}",
         "/prescient/schedules/{name}/pause", "/prescient/schedules/{name}/resume", "/prescient/expectations",
-        "/prescient/expectations/{name}/sla", "/prescient/history/{history_id}/rerun",
+        "/prescient/expectations/{name}/sla", "/prescient/history/{history_id}/rerun", "/prescient/health/checks",
     }
     for path in jobs:  # the old paths answer, marked deprecated, under their old operation ids
         for method, operation in paths[path.replace("/jobs", "/tasks")].items():

@@ -6,6 +6,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from prescient import reads
+from prescient.health import DEFAULT_MINUTES, MAX_MINUTES, CheckHealth, Health
 from prescient.sla import DEFAULT_DAYS, MAX_DAYS, ExpectationSla
 from prescient.status import snapshot
 from prescient.wording import offset_text
@@ -17,7 +18,10 @@ CLOCK_SKEW_WARNING = 1.0
 
 
 class Command(PrescientCommand):
-    help = "Show counts per state, jobs due now, lateness, live workers and the last slot processed."
+    help = (
+        "Show counts per state, jobs due now, lateness, live workers, the last slot processed and the "
+        "health of each check (runs, failures, run times, last error, pending, oldest overdue)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="Print one JSON object.")
@@ -26,11 +30,15 @@ class Command(PrescientCommand):
             "--sla-days", type=Whole(1, MAX_DAYS, " of days"), default=DEFAULT_DAYS, metavar="N",
             help=f"Days of each expectation's SLA, today included (default {DEFAULT_DAYS}).",
         )
+        parser.add_argument(
+            "--health-minutes", type=Whole(1, MAX_MINUTES, " of minutes"), default=DEFAULT_MINUTES, metavar="N",
+            help=f"The window of each check's health, in minutes before now (default {DEFAULT_MINUTES}).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         with reads.reading() as alias:  # off the primary when READ_DATABASE names a replica
             as_of = reads.as_of(alias)
-            status = snapshot(options["now"], sla_days=options["sla_days"])
+            status = snapshot(options["now"], sla_days=options["sla_days"], health_minutes=options["health_minutes"])
         if options["json"]:
             # "as_of": the last replay of the replica read, when it lags (docs/operations.md).
             figures = {**status.as_dict(), "as_of": as_of.isoformat() if as_of else None}
@@ -65,6 +73,9 @@ class Command(PrescientCommand):
             if e.name in reports:
                 for line in sla_lines(reports[e.name]):
                     write("    " + line)
+        if status.health is not None:
+            for line in health_lines(status.health):
+                write(line)
         for w in status.workers:
             if abs(w.clock_skew_seconds) > CLOCK_SKEW_WARNING:
                 self.stderr.write(self.style.WARNING(
@@ -96,3 +107,35 @@ def sla_lines(report: ExpectationSla) -> list[str]:
             for day, row in zip(report.days, rows, strict=True)
         ),
     ]
+
+
+def health_lines(report: Health) -> list[str]:
+    """Each check's health: a line of figures, and its last error beneath (its first line)."""
+    if not report.checks:
+        return [f"checks: none finished a job in the past {report.minutes} minutes, none pending"]
+    lines = [f"checks: {len(report.checks)} (health over the past {report.minutes} minutes)"]
+    for check in report.checks:
+        lines.append(f"  {check.name}  {health_figures(check)}")
+        error = check.last_error
+        if error is not None:
+            text = (error.error.strip().splitlines() or [""])[0]
+            where = f"history {error.history_id}" + (f", {error.exception_class}" if error.exception_class else "")
+            lines.append(f"    last error: {error.finished_at} {error.outcome} ({where}): {text}")
+    return lines
+
+
+def health_figures(check: CheckHealth) -> str:
+    rate = "-" if check.failure_rate is None else f"{check.failure_rate:.1%}"
+    late = "-" if check.oldest_overdue_seconds is None else offset_text(check.oldest_overdue_seconds)
+    return (
+        f"runs={check.runs} ({check.runs_per_minute:g}/min) failed runs={check.failed_runs} failure rate={rate} "
+        f"finished={check.finished} failed={check.failed} run time p50={seconds(check.run_seconds_p50)} "
+        f"p95={seconds(check.run_seconds_p95)} pending={check.pending} due={check.due} oldest overdue={late}"
+    )
+
+
+def seconds(value: float | None) -> str:
+    """A run time: ``-``, ``0.012s``, ``2.5s``, ``1m40s``."""
+    if value is None:
+        return "-"
+    return f"{value:.3g}s" if value < 60 else offset_text(value)

@@ -1,0 +1,204 @@
+"""Health per check over a recent window (the past hour by default): runs per minute, failure
+rate, run duration p50/p95, last error, pending jobs and the most overdue one. One read shared by
+the admin's dashboard, ``GET health/checks`` and ``prescient_status``.
+
+From the history, the jobs of each check that finished in the window (by ``finished_at``):
+
+- **runs**: their runs (``run_count``), counted when the job ended (a job that re-checked for a
+  day counts its runs then); **runs per minute**: runs over the window's minutes;
+- **failure rate**: failed runs (``failure_count``, retried ones included) over runs;
+- **finished**, and **failed**: those that ended ``failed``;
+- **run duration p50/p95**: each job's time per run (``total_run_seconds / run_count``, jobs that
+  ran), interpolated as PostgreSQL's ``percentile_cont``: in the aggregate on PostgreSQL, in
+  Python over each check's latest :data:`SAMPLE` jobs elsewhere;
+- **last error**: the newest row with an error (``last_error``), whatever its outcome.
+
+From the live table, every job of the check, whatever the window: **pending** (any state), **due**
+(scheduled, its time come) and **oldest overdue**: how late the most overdue of those is.
+
+A check with neither a job finished in the window nor a pending job is not listed. A fixed number
+of queries, whatever the number of checks: an aggregate per table, the last errors, and (not on
+PostgreSQL) the sample of durations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from django.db.models import Aggregate, Case, Count, ExpressionWrapper, F, FloatField, Min, Q, Sum, When, Window
+from django.db.models.functions import RowNumber
+
+from .clock import db_now
+from .models import FutureJob, JobHistory
+from .states import Outcome, State
+
+#: The window when none is asked for, in minutes: the past hour.
+DEFAULT_MINUTES = 60
+#: The longest window: a week.
+MAX_MINUTES = 7 * 24 * 60
+#: Jobs read per check for its percentiles where the database has no ``percentile_cont``, newest
+#: first: a bound on the rows read, whatever the traffic.
+SAMPLE = 10_000
+#: Characters of an error's text kept in the report (the history row has all of it).
+ERROR_CHARS = 500
+
+
+class PercentileCont(Aggregate):
+    """PostgreSQL's ``percentile_cont(fraction) WITHIN GROUP (ORDER BY expression)``."""
+
+    function = "percentile_cont"
+    name = "PercentileCont"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression: Any, fraction: float, **extra: Any) -> None:
+        super().__init__(expression, fraction=repr(float(fraction)), **extra)
+
+
+@dataclass
+class LastError:
+    #: The history row's id (its admin page, ``GET history?…``).
+    history_id: int
+    finished_at: str
+    outcome: str
+    #: The exception's class as ``module.Name``; empty when not known.
+    exception_class: str
+    #: The error's text (its first :data:`ERROR_CHARS` characters).
+    error: str
+    entity_name: str
+    entity_key: str
+
+
+@dataclass
+class CheckHealth:
+    name: str
+    finished: int = 0
+    #: Ended ``failed``.
+    failed: int = 0
+    runs: int = 0
+    failed_runs: int = 0
+    runs_per_minute: float = 0.0
+    #: Failed runs over runs; None when nothing ran.
+    failure_rate: float | None = None
+    #: Time per run of the window's jobs, in seconds; None when none ran.
+    run_seconds_p50: float | None = None
+    run_seconds_p95: float | None = None
+    last_error: LastError | None = None
+    #: Live jobs, any state.
+    pending: int = 0
+    #: Scheduled jobs whose time has come.
+    due: int = 0
+    #: How late the most overdue of those is, in seconds; None when none is due.
+    oldest_overdue_seconds: float | None = None
+
+
+@dataclass
+class Health:
+    #: The window: ``minutes`` before ``until``, ISO 8601.
+    minutes: int
+    since: str
+    until: str
+    #: By name.
+    checks: list[CheckHealth]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def percentile_cont(values: Sequence[float], fraction: float) -> float | None:
+    """The percentile as PostgreSQL's ``percentile_cont`` computes it: linear interpolation
+    between the two closest ranks; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def health(
+    now: datetime | None = None, *, minutes: int = DEFAULT_MINUTES, names: Collection[str] | None = None
+) -> Health:
+    """The health of each check (or of ``names`` among them) over the ``minutes`` before ``now``
+    (default: the database's time); see the module's docstring."""
+    if not 1 <= minutes <= MAX_MINUTES:
+        raise ValueError(f"minutes must be from 1 to {MAX_MINUTES}, got {minutes}")
+    now = now or db_now()
+    since = now - timedelta(minutes=minutes)
+    finished = JobHistory.objects.filter(finished_at__gt=since, finished_at__lte=now).order_by()
+    live = FutureJob.objects.order_by()
+    if names is not None:
+        finished, live = finished.filter(job_exec__in=list(names)), live.filter(job_exec__in=list(names))
+    reports: dict[str, CheckHealth] = {}
+
+    def report(name: str) -> CheckHealth:
+        return reports.setdefault(name, CheckHealth(name=name))
+
+    per_run = Case(
+        When(run_count__gt=0, then=ExpressionWrapper(F("total_run_seconds") / F("run_count"), FloatField())),
+        output_field=FloatField(),
+    )
+    postgres = connection.vendor == "postgresql"
+    percentiles = {"p50": PercentileCont(per_run, 0.5), "p95": PercentileCont(per_run, 0.95)} if postgres else {}
+    # Typed loosely: the percentiles are there on PostgreSQL only.
+    totals: Iterable[Mapping[str, Any]] = finished.values("job_exec").annotate(
+        n=Count("id"), failed=Count("id", filter=Q(outcome=Outcome.FAILED)),
+        runs=Sum("run_count"), failed_runs=Sum("failure_count"), **percentiles,
+    )
+    for row in totals:
+        entry = report(row["job_exec"])
+        entry.finished, entry.failed = row["n"], row["failed"]
+        entry.runs, entry.failed_runs = row["runs"] or 0, row["failed_runs"] or 0
+        entry.runs_per_minute = round(entry.runs / minutes, 3)
+        entry.failure_rate = round(entry.failed_runs / entry.runs, 4) if entry.runs else None
+        if postgres:
+            entry.run_seconds_p50, entry.run_seconds_p95 = _rounded(row["p50"]), _rounded(row["p95"])
+    if not postgres and reports:
+        _sample_percentiles(finished, reports)
+
+    newest = Window(RowNumber(), partition_by=[F("job_exec")], order_by=[F("finished_at").desc(), F("id").desc()])
+    errors = finished.exclude(last_error="").annotate(rank=newest).filter(rank=1)
+    for error in errors.values(
+        "id", "job_exec", "finished_at", "outcome", "exception_class_path", "last_error", "entity_name", "entity_key"
+    ):
+        report(error["job_exec"]).last_error = LastError(
+            history_id=error["id"], finished_at=error["finished_at"].isoformat(), outcome=error["outcome"],
+            exception_class=error["exception_class_path"], error=error["last_error"][:ERROR_CHARS],
+            entity_name=error["entity_name"], entity_key=error["entity_key"],
+        )
+
+    due = Q(state=State.SCHEDULED, next_check_at__lte=now)
+    for jobs in live.values("job_exec").annotate(
+        n=Count("id"), due=Count("id", filter=due), oldest=Min("next_check_at", filter=due)
+    ):
+        entry = report(jobs["job_exec"])
+        entry.pending, entry.due = jobs["n"], jobs["due"]
+        if jobs["oldest"] is not None:
+            entry.oldest_overdue_seconds = round((now - jobs["oldest"]).total_seconds(), 1)
+    return Health(
+        minutes=minutes, since=since.isoformat(), until=now.isoformat(),
+        checks=[reports[name] for name in sorted(reports)],
+    )
+
+
+def _sample_percentiles(finished: Any, reports: dict[str, CheckHealth]) -> None:
+    """p50 and p95 of each check's time per run, in Python, over its latest :data:`SAMPLE` jobs."""
+    latest = finished.filter(run_count__gt=0).annotate(
+        rank=Window(RowNumber(), partition_by=[F("job_exec")], order_by=[F("finished_at").desc(), F("id").desc()]),
+    ).filter(rank__lte=SAMPLE)
+    durations: dict[str, list[float]] = {}
+    for name, seconds, runs in latest.values_list("job_exec", "total_run_seconds", "run_count"):
+        durations.setdefault(name, []).append(seconds / runs)
+    for name, values in durations.items():
+        entry = reports[name]
+        entry.run_seconds_p50 = _rounded(percentile_cont(values, 0.5))
+        entry.run_seconds_p95 = _rounded(percentile_cont(values, 0.95))
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 4)
