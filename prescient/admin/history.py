@@ -43,7 +43,7 @@ class JobHistoryAdmin(RerunMixin, LinksMixin, ConsoleListMixin, _AdminBase):
     # and failures go under the checks run, the time per run under the run time, the lifetime
     # under the end (the row's page has each).
     list_display = [
-        "job_exec", "entity", "outcome_badge", "checks", "runs", "finished", "workflow",
+        "check_name", "entity", "outcome_badge", "checks", "runs", "finished", "workflow",
     ]
     list_filter = ["outcome", CheckFilter]
     search_fields = ["=entity_key", "=workflow"]
