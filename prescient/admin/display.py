@@ -107,9 +107,10 @@ def entity_cell(site: admin.AdminSite, row: FutureJob | JobHistory) -> str:
 
 
 def breakable(name: str) -> SafeString:
-    """``name`` (a worker's ``host:pid:id``, a host's ``ip-10-0-12-30.eu-west-1…``) with a line
-    break allowed after each ``:`` and ``.`` and nowhere inside its parts."""
-    return mark_safe(re.sub(r"([:.])", r"\1<wbr>", str(escape(name))))  # escaped first
+    """``name`` (a worker's ``host:pid:id``, a host's ``ip-10-0-12-30.eu-west-1…``, a check's
+    ``shop.send_payment_reminder``) with a line break allowed after each ``:``, ``.`` and ``_``
+    and nowhere inside its parts (its words)."""
+    return mark_safe(re.sub(r"([:._])", r"\1<wbr>", str(escape(name))))  # escaped first
 
 
 def kind_word(row: FutureJob | JobHistory) -> str:
@@ -345,7 +346,14 @@ class ConsoleListMixin(TitledListMixin):
     search (see :func:`search_entities`)."""
 
     change_list_template = "prescient/admin/change_list.html"
-    search_help_text = _("An entity key (42 or shop.order#42) or a workflow name, exactly.")
+    search_help_text = _("An entity key (42 or shop.order:42) or a workflow name, exactly.")
+
+    @admin.display(description=_("check"), ordering="job_exec")
+    def check_name(self, row: FutureJob | JobHistory) -> SafeString:
+        """The check's name, broken only between its words (``shop.<wbr>send_<wbr>payment…``): with
+        no break allowed, a long name widened its column until the last ones hid; with breaks
+        anywhere, it broke mid-word at 1344 px."""
+        return breakable(row.job_exec)
 
     def finish_list(self, response: HttpResponseBase) -> None:
         super().finish_list(response)

@@ -72,12 +72,12 @@ class JobHistoryAdmin(RerunMixin, LinksMixin, ConsoleListMixin, _AdminBase):
     # and failures go under the checks run, the time per run under the run time, the lifetime
     # under the end (the row's page has each).
     list_display = [
-        "job_exec", "entity", "outcome_badge", "checks", "runs", "finished", "workflow",
+        "check_name", "entity", "outcome_badge", "checks", "runs", "finished", "workflow",
     ]
     list_filter = ["outcome", CheckFilter]
     search_fields = ["=entity_key", "=workflow"]
     search_help_text = _(
-        "An entity key (42 or shop.order#42) or a workflow name, exactly; error:text for a part of the "
+        "An entity key (42 or shop.order:42) or a workflow name, exactly; error:text for a part of the "
         "error's text; exception:Name for an exception class (TimeoutError or builtins.TimeoutError)."
     )
     date_hierarchy = "finished_at"

@@ -112,10 +112,10 @@ class FutureJobAdmin(JobActionsMixin, DashboardMixin, JobPageMixin, LinksMixin, 
     (with a button per verb) with :class:`JobPageMixin`."""
 
     list_display = [
-        "entity", "job_exec", "state_badge", "next_check", "checks_used", "failure_count", "workflow",
+        "entity", "check_name", "state_badge", "next_check", "checks_used", "failure_count", "workflow",
     ]
     # The entity cell may hold a link of its own; the check links to the job.
-    list_display_links = ["job_exec"]
+    list_display_links = ["check_name"]
     list_filter = ["state", DueFilter, CheckFilter, WorkflowFilter]
     # Exact matches only (see search_entities): a partial key ("1") would read a large table.
     search_fields = ["=entity_key", "=workflow"]

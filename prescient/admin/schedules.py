@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from prescient import cron
+from prescient.admin.display import breakable
 from prescient.admin.reading import ReadListMixin
 from prescient.engine import recurring
 from prescient.kinds.links import admin_url
@@ -50,7 +51,9 @@ class ScheduleAdmin(ReadListMixin, _AdminBase):
 
     @admin.display(description=_("starts"))
     def starts(self, obj: Schedule) -> str:
-        return f"{obj.job_exec} on {entity_text(obj.entity_name, obj.entity_key)}" if obj.entity_key else obj.job_exec
+        # Broken only after a name's ".", ":" or "_": never inside a word.
+        return breakable(f"{obj.job_exec} on {entity_text(obj.entity_name, obj.entity_key)}" if obj.entity_key
+                         else obj.job_exec)
 
     @admin.display(description=_("when"))
     def when(self, obj: Schedule) -> str:
