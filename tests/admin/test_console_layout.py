@@ -178,7 +178,8 @@ def test_job_page__buttons_for_each_verb_with_the_lists_confirmations(live_serve
         # Sleep: the list's confirmation page asks until when, then back to the job.
         page.click("#prescient-job-verbs button[value=sleep_jobs]")
         page.wait_for_selector("body.prescient-sleep-confirmation")
-        at = (timezone.localtime() + timedelta(days=30)).replace(hour=9, minute=0, second=0, microsecond=0)
+        # A week ahead, within HORIZON_DAYS at any hour of the run (30 days at 09:00 was past it after midnight).
+        at = (timezone.localtime() + timedelta(days=7)).replace(hour=9, minute=0, second=0, microsecond=0)
         page.fill("input[name=at]", at.strftime("%Y-%m-%dT%H:%M"))  # the date-time picker's value
         page.click("input[type=submit]")
         message(page, f"1 job sleeps until {at.strftime('%-d %b %Y %H:%M')} ({timezone.get_current_timezone_name()}).")
