@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import django
 import pytest
 
 import prescient
@@ -59,6 +60,8 @@ def busy(console: dict[str, Any], make_job: Any, make_thing: Any) -> dict[str, A
 
 @pytest.mark.parametrize("width", [420, 768, 1024, 1344, 1600])
 def test_lists__keep_every_column_and_button_in_their_box(live_server, browser, busy, width):
+    if width == 1024 and django.VERSION < (6,):
+        pytest.skip("Django 5.2's admin keeps its filters beside the list at 1024 px: a table there is Django 6's")
     context, page = page_at(browser, live_server, width)
     try:
         for path in LISTS:
