@@ -94,7 +94,9 @@ def _claim_unlimited(
         )
     if not claimed:
         return []
-    return list(FutureJob.objects.filter(reserved_by=token).order_by("-priority", "next_check_at", "id"))
+    # Only the jobs picked here: the same token may hold others (those limited.claim took in
+    # this claim, or runs still going), which the caller has already or must not run again.
+    return list(FutureJob.objects.filter(pk__in=pks, reserved_by=token).order_by("-priority", "next_check_at", "id"))
 
 
 def _pick(now: datetime, limit: int, queues: list[str] | None, apart: bool = False) -> tuple[str, str, list[Any]]:
