@@ -14,17 +14,19 @@ From the history, the jobs of each check that finished in the window (by ``finis
 - **last error**: the newest row with an error (``last_error``), whatever its outcome.
 
 From the live table, every job of the check, whatever the window: **pending** (any state), **due**
-(scheduled, its time come) and **oldest overdue**: how late the most overdue of those is.
+(scheduled, its time come), **oldest overdue**: how late the most overdue of those is, and
+**held**: of those, the ones a full limit or an empty rate bucket holds back (per limit or rate,
+as :func:`prescient.limits.held_counts` judges them; rates by the database's clock).
 
 A check with neither a job finished in the window nor a pending job is not listed. A fixed number
-of queries, whatever the number of checks: an aggregate per table, the last errors, and (not on
-PostgreSQL) the sample of durations.
+of queries, whatever the number of checks: an aggregate per table, the last errors, (not on
+PostgreSQL) the sample of durations, and where a limit or rate is declared the held jobs (three).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,6 +34,7 @@ from django.db import connection
 from django.db.models import Aggregate, Case, Count, ExpressionWrapper, F, FloatField, Min, Q, Sum, When, Window
 from django.db.models.functions import RowNumber
 
+from . import limits
 from .clock import db_now
 from .models import FutureJob, JobHistory
 from .states import Outcome, State
@@ -94,6 +97,10 @@ class CheckHealth:
     due: int = 0
     #: How late the most overdue of those is, in seconds; None when none is due.
     oldest_overdue_seconds: float | None = None
+    #: Of the due jobs, those a full limit or an empty rate bucket holds back (prescient.limits).
+    held: int = 0
+    #: The same, per limit or rate (by name).
+    held_by: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -180,6 +187,10 @@ def health(
         entry.pending, entry.due = jobs["n"], jobs["due"]
         if jobs["oldest"] is not None:
             entry.oldest_overdue_seconds = round((now - jobs["oldest"]).total_seconds(), 1)
+    if limits.declared():
+        for name, held_by in limits.held_per_check(now, db_now(), None if names is None else list(names)).items():
+            if name in reports:
+                reports[name].held, reports[name].held_by = sum(held_by.values()), held_by
     return Health(
         minutes=minutes, since=since.isoformat(), until=now.isoformat(),
         checks=[reports[name] for name in sorted(reports)],

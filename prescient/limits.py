@@ -299,28 +299,54 @@ def holding(jobs: list[Any], now: datetime, clock: datetime | None = None) -> di
 def held_counts(now: datetime, clock: datetime | None = None) -> dict[str, int]:
     """How many due jobs each limit or rate (by name) holds back at ``now``; {} when none is
     declared (nothing is read)."""
+    counts: Counter[str] = Counter()
+    for _, limit_key, rate_key, n, why in _held_groups(now, clock):
+        counts[name_of(limit_key if why.startswith("held by limit") else rate_key)] += n
+    return dict(counts)
+
+
+def held_per_check(
+    now: datetime, clock: datetime | None = None, names: list[str] | None = None
+) -> dict[str, dict[str, int]]:
+    """Per check (of ``names`` only, if given), how many of its due jobs each limit or rate (by
+    name) holds back at ``now``: ``{check: {limit or rate: jobs}}``; {} when none is declared
+    (nothing is read). The same judgement as :func:`held_counts`, in as many queries."""
+    found: dict[str, Counter[str]] = {}
+    for check, limit_key, rate_key, n, why in _held_groups(now, clock, by_check=True, names=names):
+        held_by = name_of(limit_key if why.startswith("held by limit") else rate_key)
+        found.setdefault(check, Counter())[held_by] += n
+    return {check: dict(counts) for check, counts in found.items()}
+
+
+def _held_groups(
+    now: datetime, clock: datetime | None, *, by_check: bool = False, names: list[str] | None = None
+) -> list[tuple[str, str, str, int, str]]:
+    """The due jobs with a key, grouped by their keys (and check, ``by_check``), that a full
+    limit or an empty rate bucket holds back at ``now``: ``(check or "", limit key, rate key,
+    jobs, why)``. Three queries at most (the groups, the runs in flight, the buckets); none
+    when nothing is declared."""
     if not declared():
-        return {}
-    from django.db.models import Count
+        return []
+    from django.db.models import Count, Value
 
     from .models import FutureJob
 
-    due = (FutureJob.objects.due(now).exclude(limit_key="", rate_key="").order_by()
-           .values_list("limit_key", "rate_key").annotate(n=Count("pk")))
-    groups = list(due)
+    due = FutureJob.objects.due(now).exclude(limit_key="", rate_key="").order_by()
+    if names is not None:
+        due = due.filter(job_exec__in=names)
+    check = "job_exec" if by_check else Value("")
+    groups = list(due.values_list(check, "limit_key", "rate_key").annotate(n=Count("pk")))
     if not groups:
-        return {}
-    running = in_flight(sorted({limit_key for limit_key, _, _ in groups if limit_key}))
-    rate_keys = sorted({rate_key for _, rate_key, _ in groups if rate_key})
+        return []
+    running = in_flight(sorted({limit_key for _, limit_key, _, _ in groups if limit_key}))
+    rate_keys = sorted({rate_key for _, _, rate_key, _ in groups if rate_key})
     tokens = tokens_left(rate_keys, clock or now) if rate_keys else {}
-    counts: Counter[str] = Counter()
-    for limit_key, rate_key, n in groups:
+    held = []
+    for name, limit_key, rate_key, n in groups:
         why = why_held(limit_key, rate_key, running, tokens)
-        if why.startswith("held by limit"):
-            counts[name_of(limit_key)] += n
-        elif why:
-            counts[name_of(rate_key)] += n
-    return dict(counts)
+        if why:
+            held.append((name, limit_key, rate_key, n, why))
+    return held
 
 
 # --- django.tasks: limits per task path or queue (a backend's OPTIONS["LIMITS"]) ------------------

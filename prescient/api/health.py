@@ -50,6 +50,8 @@ class CheckHealthOut(Schema):
     pending: int = Field(description="Live jobs, any state.")
     due: int = Field(description="Scheduled jobs whose time has come.")
     oldest_overdue_seconds: float | None = Field(description="How late the most overdue of those is.")
+    held: int = Field(description="Of the due jobs, those a full limit or an empty rate bucket holds back.")
+    held_by: dict[str, int] = Field(description="The same, per limit or rate (by name).")
 
 
 class HealthOut(Schema):

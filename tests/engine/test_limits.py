@@ -236,3 +236,71 @@ def test_a_backlog_held_by_a_rate__does_not_hide_another_checks_due_jobs(registe
     first = claim(t0, size=10, token="tick:a")
     second = claim(t0, size=10, token="tick:b")
     assert sorted(job.job_exec for job in first + second) == ["test.limited"] * 3 + ["test.rated"]
+
+
+def test_a_claim_of_limited_and_unlimited_jobs__returns_each_job_once(register, make_thing, t0):
+    """Found by the health test: on SQLite the claim of the jobs under no limit returned every
+    job of its token, so those limited.claim had just taken came back twice (run twice)."""
+    register("test.limited", lambda thing, job: None, limit=prescient.Limit(running=1))
+    register("test.free", lambda thing, job: None)
+    for check in ("test.limited", "test.limited", "test.free"):
+        prescient.schedule(make_thing(), check, now=t0)
+    taken = claim(t0, token="tick:a")
+    assert sorted((job.job_exec, job.pk) for job in taken) == sorted(
+        FutureJob.objects.filter(reserved_by="tick:a").values_list("job_exec", "pk")
+    )
+    assert sorted(job.job_exec for job in taken) == ["test.free", "test.limited"]
+
+
+def test_each_checks_health__counts_its_due_jobs_held_back_per_limit_and_rate(register, make_thing, t0, admin_client):
+    """#35 item 2, "held by limits": per check, in prescient.health, the dashboard, the API and
+    prescient_status; a limit shared by two checks counts each check's own jobs."""
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from prescient.health import health
+    from tests.api.test_views import Api, make_token, make_user
+
+    shared = prescient.Limit(running=1, key=lambda name, key: "carrier", name="carrier")
+    register("test.one", lambda thing, job: None, limit=shared)
+    register("test.two", lambda thing, job: None, limit=shared)
+    register("test.rated", lambda thing, job: None, rate=prescient.Rate(runs=1, per=timedelta(hours=1)))
+    register("test.free", lambda thing, job: None)
+    for check in ("test.one", "test.one", "test.two", "test.rated", "test.rated", "test.rated", "test.free"):
+        prescient.schedule(make_thing(), check, now=t0)
+    taken = claim(t0, token="tick:a")  # one of the carrier's, one rated, the free one
+    assert sorted(job.job_exec for job in taken) == ["test.free", "test.one", "test.rated"]
+    later = FutureJob.objects.filter(job_exec="test.two").update(next_check_at=t0 + timedelta(hours=1))
+    assert later == 1  # not due: not held either
+
+    report = {check.name: (check.due, check.held, check.held_by) for check in health(t0).checks}
+    assert report == {
+        "test.one": (1, 1, {"carrier": 1}), "test.two": (0, 0, {}), "test.rated": (2, 2, {"test.rated": 2}),
+        "test.free": (0, 0, {}),
+    }
+    assert [c.name for c in health(t0, names=["test.rated"]).checks] == ["test.rated"]
+
+    timezone_now = timezone.now
+    try:
+        timezone.now = lambda: t0  # the pages and the API ask for the real time
+        body = Api(make_token(make_user())).get("health/checks").json()
+        page = admin_client.get("/admin/prescient/futurejob/dashboard/").content.decode()
+    finally:
+        timezone.now = timezone_now
+    assert {c["name"]: (c["held"], c["held_by"]) for c in body["checks"]} == {
+        "test.one": (1, {"carrier": 1}), "test.two": (0, {}), "test.rated": (2, {"test.rated": 2}),
+        "test.free": (0, {}),
+    }
+    assert 'title="held back by: test.rated 2">2 held by limits</span>' in page
+    assert 'title="held back by: carrier 1">1 held by limits</span>' in page
+
+    printed = StringIO()
+    call_command("prescient_status", stdout=printed)
+    lines = {line.split()[0]: line for line in printed.getvalue().splitlines() if line.startswith("  test.")}
+    assert lines["test.rated"].endswith("held=2 (test.rated=2)") and "held=" not in lines["test.free"]
+    printed = StringIO()
+    call_command("prescient_status", "--json", stdout=printed)
+    checks = {c["name"]: c for c in json.loads(printed.getvalue())["health"]["checks"]}
+    assert (checks["test.one"]["held"], checks["test.one"]["held_by"]) == (1, {"carrier": 1})

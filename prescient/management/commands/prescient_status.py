@@ -48,7 +48,7 @@ class Command(PrescientCommand):
         if as_of is not None:
             write(f"as of:   {as_of.isoformat()} (the last replay of the replica {alias!r}, which lags)")
         write("jobs:    " + "  ".join(f"{state}={count}" for state, count in status.states.items()))
-        held = "  ".join(f"{name}={count}" for name, count in sorted(status.held.items()))
+        held = held_by(status.held)
         write(f"due now: {status.due_now}" + (f" (held back by limits: {held})" if held else ""))
         lateness = "-" if status.oldest_overdue_seconds is None else f"{status.oldest_overdue_seconds:.0f}s"
         write(f"oldest overdue: {lateness}")
@@ -131,7 +131,12 @@ def health_figures(check: CheckHealth) -> str:
         f"runs={check.runs} ({check.runs_per_minute:g}/min) failed runs={check.failed_runs} failure rate={rate} "
         f"finished={check.finished} failed={check.failed} run time p50={seconds(check.run_seconds_p50)} "
         f"p95={seconds(check.run_seconds_p95)} pending={check.pending} due={check.due} oldest overdue={late}"
-    )
+    ) + (f" held={check.held} ({held_by(check.held_by)})" if check.held else "")
+
+
+def held_by(counts: dict[str, int]) -> str:
+    """``carrier=3 customer=1``: jobs held back per limit or rate."""
+    return " ".join(f"{name}={count}" for name, count in sorted(counts.items()))
 
 
 def seconds(value: float | None) -> str:
