@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from prescient import reads
+from prescient.admin.paging import EstimatedCountPaginator
 from prescient.wording import offset_text, when_text
 
 if TYPE_CHECKING:
@@ -47,6 +48,9 @@ class ReadListMixin(AdminMixinBase):
     """A changelist read off the primary when shown, on the primary when acted on. Subclasses
     add to its context (:meth:`list_context`) and to its response before it is rendered
     (:meth:`finish_list`)."""
+
+    #: Counts that never scan a large table: the planner's estimate beyond 100,000 rows.
+    paginator = EstimatedCountPaginator
 
     def list_context(self, request: HttpRequest) -> dict[str, Any]:
         return {}
