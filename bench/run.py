@@ -42,6 +42,8 @@ SIZES: dict[str, dict[str, Any]] = {
         "prune_rows": 2_000_000, "prune_expired": 1_000_000, "prune_window": 10.0, "prune_chunk": 2_000,
         "io_lanes": [1, 8, 32, 64, 256], "io_async_lanes": [64, 256], "io_per_lane": 60, "io_min": 400,
         "limit_jobs": 2_000, "rate_jobs": 1_500, "spread_jobs": 20_000,
+        "scale_pending": [100_000, 1_000_000], "scale_tick_due": 10_000, "scale_due": [10_000, 100_000],
+        "scale_workers": [1, 4], "scale_history": 1_000_000,
     },
     "quick": {
         "runs": 2, "sweep": 2_000, "pending": 100_000, "due": [300, 3_000], "idle_reps": 60,
@@ -53,6 +55,8 @@ SIZES: dict[str, dict[str, Any]] = {
         "prune_rows": 200_000, "prune_expired": 100_000, "prune_window": 3.0, "prune_chunk": 1_000,
         "io_lanes": [1, 8, 64], "io_async_lanes": [64], "io_per_lane": 20, "io_min": 100,
         "limit_jobs": 400, "rate_jobs": 400, "spread_jobs": 3_000,
+        "scale_pending": [20_000, 100_000], "scale_tick_due": 2_000, "scale_due": [2_000, 10_000],
+        "scale_workers": [1, 4], "scale_history": 100_000,
     },
     "tiny": {
         "runs": 1, "sweep": 200, "pending": 2_000, "due": [50, 200], "idle_reps": 5,
@@ -63,6 +67,8 @@ SIZES: dict[str, dict[str, Any]] = {
         "prune_rows": 2_000, "prune_expired": 1_000, "prune_window": 2.0, "prune_chunk": 100,
         "io_lanes": [1, 8], "io_async_lanes": [8], "io_per_lane": 5, "io_min": 20,
         "limit_jobs": 40, "rate_jobs": 150, "spread_jobs": 300,
+        "scale_pending": [1_000, 2_000], "scale_tick_due": 100, "scale_due": [100, 300],
+        "scale_workers": [1, 4], "scale_history": 2_000,
     },
 }
 
@@ -70,7 +76,7 @@ SIZES: dict[str, dict[str, Any]] = {
 #: The sections of bench/suite.py, in the order they run.
 ALL_SECTIONS = (
     "sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "prune", "metrics", "peers", "io",
-    "limits",
+    "limits", "scale",
 )
 #: What ``--quick`` runs unless told otherwise (``--only herd,peers`` runs the rest).
 QUICK_SECTIONS = ("sweep", "idle", "scheduling", "metrics")
@@ -292,8 +298,49 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("spread.unspread_first_minute", "spread: the same unspread, share started in the slot's first minute",
              "x", postgres_only=True),
     ]
+    out += scale_specs(sizes)
     out.append(Spec("io.peer.dtdb", f"io: django-tasks-db db_worker, one process, {wait} ms waits", "/s",
                     "io.floor.1", postgres_only=True))
+    return out
+
+
+def scale_specs(sizes: dict[str, Any]) -> list[Spec]:
+    """bench/scale.py's rows (#36): the targets at the largest size, against the smallest."""
+    pendings, dues = sorted(sizes.get("scale_pending", [])), sorted(sizes.get("scale_due", []))
+    if not pendings or not dues:
+        return []
+    small, large = pendings[0], pendings[-1]
+    out = []
+    for p in pendings:
+        at = f"{p:,} pending"
+        out += [
+            Spec(f"scale.idle_look.{p}", f"scale: idle look (the idle tick's due query), {at}", "s", None,
+                 ("<=", 0.001, "value") if p == large else None, postgres_only=True),
+            Spec(f"scale.claim_idle.{p}", f"scale: claim, nothing due, {at}", "s", None,
+                 ("<=", 0.002, "value") if p == large else None, postgres_only=True),
+            Spec(f"scale.tick_per_job.{p}", f"scale: a tick over {sizes['scale_tick_due']:,} due, per job, {at}", "us",
+                 f"scale.tick_per_job.{small}" if p != small else None,
+                 ("<=", 1.25, "ratio") if p != small else None, postgres_only=True),
+            Spec(f"scale.table_mb.{p}", f"scale: live table on disk per million jobs, {at}", "MB", postgres_only=True),
+            Spec(f"scale.indexes_mb.{p}", f"scale: its indexes per million jobs, {at}", "MB", postgres_only=True),
+        ]
+    workers = sorted(sizes["scale_workers"])
+    one, most = workers[0], workers[-1]
+    for d in dues:
+        for w in workers:
+            baseline, target = None, None
+            if w == one and d != dues[0]:  # the cost per job flat from the smallest herd (1.25x: 0.8 of its rate)
+                baseline, target = f"scale.drain.{one}.{dues[0]}", (">=", 0.8, "ratio")
+            elif w != one:
+                baseline, target = f"scale.drain.{one}.{d}", (">=", 1.8, "ratio") if w == most else None
+            out.append(Spec(f"scale.drain.{w}.{d}", f"scale: {d:,} due at once among {large:,} pending, {w} worker(s) "
+                            "of 1 child", "/s", baseline, target, postgres_only=True))
+    rows = f"{sizes['scale_history']:,}"
+    for key, label in (("jobs", "admin job list"), ("jobs_overdue", "admin job list, overdue"),
+                       ("dashboard", "admin dashboard"), ("history", "admin history list"),
+                       ("api_jobs", "API GET jobs"), ("api_history", "API GET history")):
+        out.append(Spec(f"scale.page.{key}", f"scale: {label}, {large:,} pending, {rows} history rows", "s", None,
+                        ("<=", 1.0, "value"), postgres_only=True))
     return out
 
 
