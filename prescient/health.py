@@ -25,7 +25,7 @@ PostgreSQL) the sample of durations, and where a limit or rate is declared the h
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,7 +34,7 @@ from django.db import connection
 from django.db.models import Aggregate, Case, Count, ExpressionWrapper, F, FloatField, Min, Q, Sum, When, Window
 from django.db.models.functions import RowNumber
 
-from . import limits
+from . import limits, queries
 from .clock import db_now
 from .models import FutureJob, JobHistory
 from .states import Outcome, State
@@ -46,6 +46,8 @@ MAX_MINUTES = 7 * 24 * 60
 #: Jobs read per check for its percentiles where the database has no ``percentile_cont``, newest
 #: first: a bound on the rows read, whatever the traffic.
 SAMPLE = 10_000
+#: Live jobs counted per check exactly, at most; beyond, pending is the planner's estimate.
+EXACT_PENDING = 100_000
 #: Characters of an error's text kept in the report (the history row has all of it).
 ERROR_CHARS = 500
 
@@ -93,6 +95,8 @@ class CheckHealth:
     last_error: LastError | None = None
     #: Live jobs, any state.
     pending: int = 0
+    #: Whether ``pending`` is PostgreSQL's estimate (beyond 100,000 live jobs), not a count.
+    pending_estimated: bool = False
     #: Scheduled jobs whose time has come.
     due: int = 0
     #: How late the most overdue of those is, in seconds; None when none is due.
@@ -179,14 +183,7 @@ def health(
             entity_name=error["entity_name"], entity_key=error["entity_key"],
         )
 
-    due = Q(state=State.SCHEDULED, next_check_at__lte=now)
-    for jobs in live.values("job_exec").annotate(
-        n=Count("id"), due=Count("id", filter=due), oldest=Min("next_check_at", filter=due)
-    ):
-        entry = report(jobs["job_exec"])
-        entry.pending, entry.due = jobs["n"], jobs["due"]
-        if jobs["oldest"] is not None:
-            entry.oldest_overdue_seconds = round((now - jobs["oldest"]).total_seconds(), 1)
+    _live(live, now, report, names)
     if limits.declared():
         for name, held_by in limits.held_per_check(now, db_now(), None if names is None else list(names)).items():
             if name in reports:
@@ -195,6 +192,41 @@ def health(
         minutes=minutes, since=since.isoformat(), until=now.isoformat(),
         checks=[reports[name] for name in sorted(reports)],
     )
+
+
+def _live(live: Any, now: datetime, report: Callable[[str], CheckHealth], names: Collection[str] | None) -> None:
+    """Pending, due and oldest overdue per check, from the live jobs ``live``.
+
+    Exact in one query while the live table holds at most :data:`EXACT_PENDING` of them (the
+    aggregate over those rows, found by a bounded sub-select). Beyond (ten million jobs: a
+    ``GROUP BY`` over all of them took seconds), due and oldest overdue are still exact, from
+    the due jobs alone (the ``prescient_job_due`` index), and pending is PostgreSQL's estimate
+    per check (``pending_estimated``), from the table's statistics."""
+    due = Q(state=State.SCHEDULED, next_check_at__lte=now)
+
+    def per_check(jobs: Any) -> list[tuple[str, int, int, datetime | None]]:
+        return list(jobs.order_by().values("job_exec").annotate(
+            n=Count("id"), due=Count("id", filter=due), oldest=Min("next_check_at", filter=due)
+        ).values_list("job_exec", "n", "due", "oldest"))
+
+    rows = per_check(FutureJob.objects.using(live.db).filter(pk__in=live.values("pk")[: EXACT_PENDING + 1]))
+    estimates = None
+    if sum(row[1] for row in rows) > EXACT_PENDING:
+        estimates = queries.estimated_per_value(FutureJob, "job_exec", live.db)
+        # Without statistics (SQLite, a table never analyzed), every job is counted.
+        rows = per_check(live if estimates is None else live.filter(due))
+    if estimates is not None:
+        known = {row[0] for row in rows}
+        # Each check the statistics know, whether or not it has a job due (of ``names``, if given).
+        rows += [(name, 0, 0, None) for name in estimates if name not in known and (names is None or name in names)]
+    for name, pending, due_count, oldest in rows:
+        entry = report(name)
+        entry.due = due_count
+        entry.pending = pending
+        if estimates is not None:
+            entry.pending, entry.pending_estimated = max(estimates.get(name, 0), due_count), True
+        if oldest is not None:
+            entry.oldest_overdue_seconds = round((now - oldest).total_seconds(), 1)
 
 
 def _sample_percentiles(finished: Any, reports: dict[str, CheckHealth]) -> None:

@@ -134,6 +134,29 @@ def estimated_count(queryset: QuerySet[Any]) -> int:
     return int(plan[0]["Plan"]["Plan Rows"])
 
 
+def estimated_per_value(model: type[Any], column: str, using: str) -> dict[str, int] | None:
+    """The planner's estimate of how many rows of ``model`` hold each common value of
+    ``column``: PostgreSQL's statistics (``pg_stats.most_common_vals`` and their frequencies,
+    times ``pg_class.reltuples``), one query, no row read. A value not among the common ones is
+    absent. None where there are no statistics (other databases, a table never analyzed)."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s.most_common_vals::text::text[], s.most_common_freqs, c.reltuples "
+            "FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = s.schemaname "
+            "WHERE s.tablename = %s AND s.attname = %s AND s.schemaname = current_schema()",
+            [model._meta.db_table, column],
+        )
+        row = cursor.fetchone()
+    if row is None or row[2] is None or row[2] < 0:
+        return None
+    values, frequencies, rows = row
+    return {value: round(frequency * rows) for value, frequency in zip(values or [], frequencies or [], strict=False)}
+
+
 def counts(querysets: Mapping[str, QuerySet[Any]], exact_up_to: int = EXACT_COUNT_LIMIT) -> dict[str, tuple[int, bool]]:
     """``{name: (rows, exact)}``: exact up to ``exact_up_to`` rows (one statement for all), then
     the planner's estimate on PostgreSQL (never below what was counted), an exact count elsewhere."""

@@ -14,6 +14,7 @@ from .conf import stale_after_seconds
 from .expectations import KIND, registered
 from .health import DEFAULT_MINUTES, Health, health
 from .models import FutureJob, JobHistory, Worker
+from .queries import counts
 from .sla import DEFAULT_DAYS, ExpectationSla, sla
 from .states import Outcome, State
 
@@ -100,6 +101,9 @@ class Status:
     expectations: list[ExpectationInfo] = field(default_factory=list)
     #: Due jobs held back, per limit or rate (by name); empty when none is declared.
     held: dict[str, int] = field(default_factory=dict)
+    #: The counts that are PostgreSQL's planner estimate, not exact: states, and "due" (beyond
+    #: 10,000 jobs in one; see :func:`prescient.queries.counts`).
+    estimated: list[str] = field(default_factory=list)
     #: Each expectation's SLA, day by day (:mod:`prescient.sla`), in the order of ``expectations``.
     sla: list[ExpectationSla] = field(default_factory=list)
     #: Each check's runs, failures, run times, last error and pending jobs (:mod:`prescient.health`).
@@ -116,10 +120,10 @@ def snapshot(
     expectations and their SLA over ``sla_days`` days, and the health of each check over the
     ``health_minutes`` before ``now`` (by default the database's time)."""
     now = now or db_now()
-    counts = {state.value: 0 for state in State}
-    for row in FutureJob.objects.order_by().values("state").annotate(n=Count("id")):
-        counts[row["state"]] = row["n"]
+    # Exact up to 10,000 a count, the planner's estimate beyond (PostgreSQL): at ten million
+    # jobs a GROUP BY state read the whole table (queries.counts, as the metrics count).
     due = FutureJob.objects.due(now).order_by()
+    counted = counts({**{state.value: FutureJob.objects.filter(state=state) for state in State}, "due": due})
     oldest = due.aggregate(oldest=Min("next_check_at"))["oldest"]
     workers = [
         WorkerInfo(
@@ -133,8 +137,9 @@ def snapshot(
     last_slot = Worker.objects.aggregate(last=Max("last_slot_at"))["last"]
     return Status(
         now=now.isoformat(),
-        states=counts,
-        due_now=due.count(),
+        states={state.value: counted[state.value][0] for state in State},
+        due_now=counted["due"][0],
+        estimated=[name for name, (_n, exact) in counted.items() if not exact],
         oldest_overdue_seconds=None if oldest is None else round((now - oldest).total_seconds(), 1),
         workers=workers,
         last_slot_at=None if last_slot is None else last_slot.isoformat(),

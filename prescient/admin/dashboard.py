@@ -221,6 +221,7 @@ def health_table(site: admin.AdminSite, request: HttpRequest, report: Health) ->
             "p95": duration(check.run_seconds_p95),
             "last_error": last_error,
             "pending": check.pending,
+            "pending_approx": check.pending_estimated,
             "pending_url": admin_url(site, FutureJob, "changelist", job_exec=check.name),
             "late": None if check.oldest_overdue_seconds is None else offset_text(check.oldest_overdue_seconds),
             "due": check.due,
@@ -244,6 +245,7 @@ def dashboard_context(site: admin.AdminSite, request: HttpRequest, now: datetime
         {
             "label": state.label,
             "count": status.states.get(state.value, 0),
+            "approx": state.value in status.estimated,
             "badge": badge(state.label, STATE_COLOURS[state]),
             "url": admin_url(site, FutureJob, "changelist", state__exact=state.value),
         }
@@ -278,7 +280,9 @@ def dashboard_context(site: admin.AdminSite, request: HttpRequest, now: datetime
     return {
         "states": states,
         "total": sum(status.states.values()),
+        "total_approx": any(state.value in status.estimated for state in State),
         "due_now": status.due_now,
+        "due_approx": "due" in status.estimated,
         "due_url": admin_url(site, FutureJob, "changelist", state__exact=State.SCHEDULED.value, due="overdue"),
         "oldest": oldest,
         "workers": workers,

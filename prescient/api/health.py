@@ -48,6 +48,9 @@ class CheckHealthOut(Schema):
     run_seconds_p95: float | None
     last_error: LastErrorOut | None = Field(description="The newest job of the window with an error.")
     pending: int = Field(description="Live jobs, any state.")
+    pending_estimated: bool = Field(
+        description="Whether `pending` is PostgreSQL's estimate (beyond 100,000 live jobs), not a count."
+    )
     due: int = Field(description="Scheduled jobs whose time has come.")
     oldest_overdue_seconds: float | None = Field(description="How late the most overdue of those is.")
     held: int = Field(description="Of the due jobs, those a full limit or an empty rate bucket holds back.")

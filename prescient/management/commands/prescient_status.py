@@ -47,9 +47,12 @@ class Command(PrescientCommand):
         write = self.stdout.write
         if as_of is not None:
             write(f"as of:   {as_of.isoformat()} (the last replay of the replica {alias!r}, which lags)")
-        write("jobs:    " + "  ".join(f"{state}={count}" for state, count in status.states.items()))
+        write("jobs:    " + "  ".join(
+            f"{state}={'~' if state in status.estimated else ''}{count}" for state, count in status.states.items()
+        ) + ("  (~: PostgreSQL's estimate)" if status.estimated else ""))
         held = held_by(status.held)
-        write(f"due now: {status.due_now}" + (f" (held back by limits: {held})" if held else ""))
+        due = f"{'~' if 'due' in status.estimated else ''}{status.due_now}"
+        write(f"due now: {due}" + (f" (held back by limits: {held})" if held else ""))
         lateness = "-" if status.oldest_overdue_seconds is None else f"{status.oldest_overdue_seconds:.0f}s"
         write(f"oldest overdue: {lateness}")
         write(f"last slot processed: {status.last_slot_at or '-'}")
@@ -127,10 +130,11 @@ def health_lines(report: Health) -> list[str]:
 def health_figures(check: CheckHealth) -> str:
     rate = "-" if check.failure_rate is None else f"{check.failure_rate:.1%}"
     late = "-" if check.oldest_overdue_seconds is None else offset_text(check.oldest_overdue_seconds)
+    pending = f"{'~' if check.pending_estimated else ''}{check.pending}"
     return (
         f"runs={check.runs} ({check.runs_per_minute:g}/min) failed runs={check.failed_runs} failure rate={rate} "
         f"finished={check.finished} failed={check.failed} run time p50={seconds(check.run_seconds_p50)} "
-        f"p95={seconds(check.run_seconds_p95)} pending={check.pending} due={check.due} oldest overdue={late}"
+        f"p95={seconds(check.run_seconds_p95)} pending={pending} due={check.due} oldest overdue={late}"
     ) + (f" held={check.held} ({held_by(check.held_by)})" if check.held else "")
 
 

@@ -1,0 +1,92 @@
+"""Past a bound, the dashboard's and the status's counts are PostgreSQL's estimates, never a
+scan of the live table (#36 item 1): per state and due (prescient.status), pending per check
+(prescient.health), said so wherever shown. The bounds are lowered so that a few rows pass them;
+after ANALYZE of a table this small, the statistics hold every row, so the estimates are exact."""
+
+from __future__ import annotations
+
+import functools
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from prescient import health as health_module
+from prescient import status as status_module
+from prescient.health import health
+from prescient.models import FutureJob
+from prescient.queries import counts
+from prescient.states import State
+from tests.test_health import NOW, M, pending
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def low_bounds(monkeypatch):
+    monkeypatch.setattr(health_module, "EXACT_PENDING", 5)
+    monkeypatch.setattr(status_module, "counts", functools.partial(counts, exact_up_to=5))
+
+
+@pytest.fixture
+def live():
+    for key in range(8):
+        pending("test.ship", str(key), NOW + M)
+    for key in range(3):
+        pending("test.bill", str(key), NOW - (key + 1) * M)  # 3 due, the oldest 3 minutes late
+    pending("test.bill", "9", NOW - M, state=State.PAUSED)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {FutureJob._meta.db_table}")
+
+
+def test_pending_per_check__estimated_past_the_bound_due_still_exact(live, low_bounds):
+    report = {c.name: (c.pending, c.pending_estimated, c.due, c.oldest_overdue_seconds) for c in health(NOW).checks}
+    estimated = connection.vendor == "postgresql"
+    assert report == {"test.bill": (4, estimated, 3, 180.0), "test.ship": (8, estimated, 0, None)}
+    assert [c.name for c in health(NOW, names=["test.ship"]).checks] == ["test.ship"]
+
+
+def test_the_estimate_reads_no_row_of_the_live_table(live, low_bounds):
+    if connection.vendor != "postgresql":
+        pytest.skip("the estimate is PostgreSQL's")
+    with CaptureQueriesContext(connection) as queries:
+        health(NOW)
+    live_reads = [q["sql"] for q in queries.captured_queries
+                  if "GROUP BY" in q["sql"] and "prescient_futurejob" in q["sql"]]
+    # The bounded aggregate (at most EXACT_PENDING + 1 rows), then the due jobs' (the due index).
+    assert len(live_reads) == 2 and "LIMIT 6" in live_reads[0] and "next_check_at" in live_reads[1]
+
+
+def test_under_the_bound__exact_and_not_marked(live):
+    report = {c.name: (c.pending, c.pending_estimated) for c in health(NOW).checks}
+    assert report == {"test.bill": (4, False), "test.ship": (8, False)}
+
+
+def test_status__counts_per_state_and_due_estimated_past_the_bound(live, low_bounds):
+    snap = status_module.snapshot(NOW)
+    assert (snap.states["scheduled"], snap.states["paused"], snap.due_now) == (11, 1, 3)
+    assert snap.estimated == (["scheduled"] if connection.vendor == "postgresql" else [])
+    printed = StringIO()
+    call_command("prescient_status", "--now", NOW.isoformat(), stdout=printed)
+    text = printed.getvalue()
+    if connection.vendor == "postgresql":
+        assert "scheduled=~11" in text and "(~: PostgreSQL's estimate)" in text
+        assert "pending=~8" in text
+    else:
+        assert "scheduled=11" in text and "~" not in text
+    printed = StringIO()
+    call_command("prescient_status", "--json", "--now", NOW.isoformat(), stdout=printed)
+    assert json.loads(printed.getvalue())["estimated"] == snap.estimated
+
+
+def test_the_dashboard_marks_estimates(live, low_bounds, admin_client, monkeypatch):
+    from django.utils import timezone
+
+    monkeypatch.setattr(timezone, "now", lambda: NOW)
+    page = admin_client.get("/admin/prescient/futurejob/dashboard/").content.decode()
+    marks = page.count('class="prescient-approx"')
+    assert marks == (4 if connection.vendor == "postgresql" else 0)  # scheduled, all, pending of each check
