@@ -8,6 +8,7 @@ Unix epoch as slots are; :func:`bucket_counts` groups rows by bucket in one quer
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -77,14 +78,17 @@ class EpochBucket(Func):
 
 
 def bucket_counts(
-    queryset: QuerySet[Any], field_name: str, start: datetime, minutes: int, key: str, *, only: str | None = None
+    queryset: QuerySet[Any], field_name: str, start: datetime, minutes: int, key: str, *, only: str | None = None,
+    sample_percent: float | None = None,
 ) -> dict[tuple[int, str], int]:
     """``{(bar, value of key): count}`` for the rows of ``queryset``, in one GROUP BY.
 
     ``bar`` counts ``minutes``-long buckets from ``start`` (itself a bucket boundary). ``only``:
     the one value ``key`` has in ``queryset`` (its filter says so): the rows are then grouped by
     bucket alone, which an index of ``field_name`` answers without reading the table (at ten
-    million jobs, a day of the due chart in 0.1 s rather than 1 s).
+    million jobs, a day of the due chart in 0.1 s rather than 1 s). ``sample_percent``
+    (PostgreSQL): count that share of the table's pages (``TABLESAMPLE SYSTEM``) and scale up:
+    an estimate, for a range too large to count (see :func:`sample_percent`).
     """
     seconds = minutes * 60
     first = int((start - slots.EPOCH).total_seconds()) // seconds
@@ -93,7 +97,43 @@ def bucket_counts(
         return {(int(bucket) - first, only): n
                 for bucket, n in rows.values("bucket").annotate(n=Count("pk")).values_list("bucket", "n")}
     grouped = rows.values("bucket", key).annotate(n=Count("pk"))
+    if sample_percent is not None:
+        return {(int(bucket) - first, value): round(n * 100 / sample_percent)
+                for bucket, value, n in _sampled(grouped.values_list("bucket", key, "n"), sample_percent)}
     return {(int(row["bucket"]) - first, row[key]): row["n"] for row in grouped}
+
+
+#: Rows a range may hold before a chart samples it (PostgreSQL): what counting them costs under
+#: a tenth of a second; a sample reads about as many.
+SAMPLE_ABOVE = 200_000
+
+
+def sample_percent(queryset: QuerySet[Any]) -> float | None:
+    """The share of the table's pages to read for about :data:`SAMPLE_ABOVE` of its rows, when
+    the planner expects ``queryset`` to hold more than that (PostgreSQL); None: count them all."""
+    connection = connections[queryset.db]
+    if connection.vendor != "postgresql":
+        return None
+    expected = estimated_count(queryset)
+    if expected <= SAMPLE_ABOVE:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [queryset.model._meta.db_table])
+        row = cursor.fetchone()
+    table_rows = max(float(row[0]) if row else 0.0, float(expected))
+    return max(0.01, min(100.0, 100.0 * SAMPLE_ABOVE / table_rows))
+
+
+def _sampled(queryset: QuerySet[Any], percent: float) -> list[tuple[Any, ...]]:
+    """The rows of ``queryset`` (on one table) computed over ``percent`` of its table's pages."""
+    sql, params = queryset.query.sql_with_params()
+    table = connections[queryset.db].ops.quote_name(queryset.model._meta.db_table)
+    # The share is a number computed here, written out: no parameter to place among the others.
+    sample = f"TABLESAMPLE SYSTEM ({float(percent):.6f}) REPEATABLE (0)"
+    with connections[queryset.db].cursor() as cursor:
+        # The table itself, not a column of it (``EXTRACT(EPOCH FROM "table"."column")``).
+        cursor.execute(re.sub(f"FROM {re.escape(table)}(?!\\.)", f"FROM {table} {sample}", sql, count=1), params)
+        return list(cursor.fetchall())
 
 
 def capped_count(queryset: QuerySet[Any], limit: int) -> int | None:

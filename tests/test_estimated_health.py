@@ -55,10 +55,11 @@ def test_the_estimate_reads_no_row_of_the_live_table(live, low_bounds):
         pytest.skip("the estimate is PostgreSQL's")
     with CaptureQueriesContext(connection) as queries:
         health(NOW)
-    live_reads = [q["sql"] for q in queries.captured_queries
-                  if "GROUP BY" in q["sql"] and "prescient_futurejob" in q["sql"]]
-    # The bounded aggregate (at most EXACT_PENDING + 1 rows), then the due jobs' (the due index).
-    assert len(live_reads) == 2 and "LIMIT 6" in live_reads[0] and "next_check_at" in live_reads[1]
+    live = [q["sql"] for q in queries.captured_queries if "prescient_futurejob" in q["sql"]]
+    grouped = [sql for sql in live if "GROUP BY" in sql]
+    # A count that stops at EXACT_PENDING + 1 rows, then the due jobs' aggregate (the due index).
+    assert any("COUNT(*)" in sql and "LIMIT 6" in sql for sql in live)
+    assert len(grouped) == 1 and "next_check_at" in grouped[0].split("WHERE", 1)[1]
 
 
 def test_under_the_bound__exact_and_not_marked(live):
@@ -90,3 +91,34 @@ def test_the_dashboard_marks_estimates(live, low_bounds, admin_client, monkeypat
     page = admin_client.get("/admin/prescient/futurejob/dashboard/").content.decode()
     marks = page.count('class="prescient-approx"')
     assert marks == (4 if connection.vendor == "postgresql" else 0)  # scheduled, all, pending of each check
+
+
+def test_a_chart_of_a_range_too_large_to_count__is_sampled_and_says_so(admin_client, monkeypatch):
+    """The dashboard's history charts (#36 item 1): past queries.SAMPLE_ABOVE rows expected in
+    their range, TABLESAMPLE over a share of the pages, scaled up, said so in the caption. A
+    sample of every page gives the exact counts."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from prescient import queries
+    from prescient.models import JobHistory
+    from tests.test_health import finished
+
+    for minute in range(40):
+        finished("test.ship", NOW - minute * M, "completed" if minute % 4 else "failed", key=str(minute))
+    exact = queries.bucket_counts(JobHistory.objects.all(), "finished_at", NOW - timedelta(hours=1), 15, key="outcome")
+    if connection.vendor != "postgresql":
+        assert queries.sample_percent(JobHistory.objects.all()) is None
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {JobHistory._meta.db_table}")
+    whole = queries.bucket_counts(JobHistory.objects.all(), "finished_at", NOW - timedelta(hours=1), 15,
+                                  key="outcome", sample_percent=100.0)
+    assert whole == exact and sum(exact.values()) == 40
+    assert queries.sample_percent(JobHistory.objects.all()) is None  # 40 rows: counted
+    monkeypatch.setattr(queries, "SAMPLE_ABOVE", 10)
+    assert queries.sample_percent(JobHistory.objects.all()) == pytest.approx(25.0)
+    monkeypatch.setattr(timezone, "now", lambda: NOW)
+    page = admin_client.get("/admin/prescient/futurejob/dashboard/").content.decode()
+    assert page.count("Estimated from 25% of the history") == 2  # the day's chart and the week's

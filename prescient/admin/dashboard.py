@@ -54,7 +54,7 @@ from prescient.expectations import registered as registered_expectations
 from prescient.health import DEFAULT_MINUTES, MAX_MINUTES, Health
 from prescient.kinds.links import admin_url, entity_link
 from prescient.models import FutureJob, JobHistory, Worker
-from prescient.queries import bucket_counts
+from prescient.queries import bucket_counts, sample_percent
 from prescient.sla import ExpectationSla
 from prescient.states import Outcome, State
 from prescient.status import snapshot
@@ -114,7 +114,12 @@ def dashboard_charts(now: datetime) -> list[Chart]:
             gettext("No job finished in this period."),
             [Series(entry.key, entry.label, colour=entry.colour) for entry in outcomes],
         )
-        counts = bucket_counts(finished, "finished_at", start, minutes, key="outcome")
+        sample = sample_percent(finished)  # a range too large to count: a sample, said so
+        counts = bucket_counts(finished, "finished_at", start, minutes, key="outcome", sample_percent=sample)
+        if sample is not None:
+            chart.caption += " " + gettext(
+                "Estimated from %(percent)s%% of the history's pages: too many rows to count."
+            ) % {"percent": f"{sample:.2g}"}
         charts.append(
             build_chart(
                 chart, counts, start, minutes, span // minutes,
