@@ -106,10 +106,10 @@ def ensure_ahead(now: datetime) -> int:
 
 @dataclass
 class Dropped:
-    """What :func:`drop_expired` dropped (or would drop): partitions, and rows per outcome."""
+    """What :func:`drop_expired` dropped (or would drop): ``{partition: about how many rows}``
+    (:func:`prescient.engine.store.partitions.rows`)."""
 
-    partitions: list[str] = field(default_factory=list)
-    removed: dict[str, int] = field(default_factory=dict)
+    partitions: dict[str, int] = field(default_factory=dict)
     #: Partitions that were due to go but whose lock was not granted in time.
     busy: list[str] = field(default_factory=list)
 
@@ -135,21 +135,18 @@ def expired_partitions(cutoffs: dict[str, datetime]) -> list[parts.Partition]:
 
 
 def drop_expired(cutoffs: dict[str, datetime], *, dry_run: bool = False) -> Dropped:
-    """Drop the partitions whose every row is expired under ``cutoffs``, counting their rows
-    per outcome first; with ``dry_run``, only name them."""
+    """Drop the partitions whose every row is expired under ``cutoffs``; with ``dry_run``, only
+    name them."""
     done = Dropped()
     for partition in expired_partitions(cutoffs):
+        rows = parts.rows(partition.name)
         if dry_run:
-            done.partitions.append(partition.name)
-            continue
-        rows = parts.counts(partition.name)
-        if not parts.drop(partition.name):
+            done.partitions[partition.name] = rows
+        elif parts.drop(partition.name):
+            done.partitions[partition.name] = rows
+            logger.info("history partitions: %s dropped (about %d rows)", partition.name, rows)
+        else:
             done.busy.append(partition.name)
-            continue
-        done.partitions.append(partition.name)
-        for outcome, count in rows.items():
-            done.removed[outcome] = done.removed.get(outcome, 0) + count
-        logger.info("history partitions: %s dropped (%d rows)", partition.name, sum(rows.values()))
     return done
 
 

@@ -75,13 +75,13 @@ class Pruned:
     complete: bool = True
     #: Per outcome, the newest ``finished_at`` deleted: where the next batch starts.
     resume: dict[str, datetime] = field(default_factory=dict)
-    #: The history partitions dropped whole (or that would be, in a dry run); their rows are
-    #: counted in ``removed``.
-    dropped: list[str] = field(default_factory=list)
+    #: The history partitions dropped whole (or that would be, in a dry run), with about how
+    #: many rows each (PostgreSQL's count as of its last ANALYZE); not in ``removed``.
+    dropped: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
-        return sum(self.removed.values())
+        return sum(self.removed.values()) + sum(self.dropped.values())
 
 
 def expired(now: datetime) -> Pruned:
@@ -91,7 +91,8 @@ def expired(now: datetime) -> Pruned:
         outcome: JobHistory.objects.filter(outcome=outcome, finished_at__lt=before).count()
         for outcome, before in limits.items()
     }
-    return Pruned(limits, counts, dropped=history_partitions.drop_expired(limits, dry_run=True).partitions)
+    dropped = history_partitions.drop_expired(limits, dry_run=True).partitions
+    return Pruned(limits, counts, dropped=dict.fromkeys(dropped, 0))  # their rows are in the counts
 
 
 def prune(
@@ -110,12 +111,12 @@ def prune(
     done = Pruned(cutoffs(now), resume=dict(resume or {}))
     dropped = history_partitions.drop_expired(done.cutoffs)
     done.dropped = dropped.partitions
-    done.removed = {outcome: dropped.removed.get(outcome, 0) for outcome in done.cutoffs}
     if dropped.busy:
         done.complete = False
         return done
     batches = 0
     for outcome, before in done.cutoffs.items():
+        done.removed[outcome] = done.removed.get(outcome, 0)
         while True:
             if max_batches is not None and batches >= max_batches:
                 done.complete = False

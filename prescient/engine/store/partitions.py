@@ -113,11 +113,20 @@ def outcomes(name: str) -> set[str]:
         return {row[0] for row in cursor.fetchall()}
 
 
-def counts(name: str) -> dict[str, int]:
-    """``{outcome: rows}`` of the partition ``name``."""
+def rows(name: str) -> int:
+    """About how many rows the partition ``name`` holds: the planner's count (``reltuples``, exact
+    as of its last VACUUM or ANALYZE, which autovacuum runs on a partition once its rows stop
+    changing), or, for a partition never analyzed, a count. Counting ten million rows takes
+    seconds: longer than dropping them."""
+    qn = connection.ops.quote_name(name)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT outcome, count(*) FROM {connection.ops.quote_name(name)} GROUP BY outcome")
-        return {outcome: int(count) for outcome, count in cursor.fetchall()}
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", [name])
+        row = cursor.fetchone()
+        if row is not None and row[0] >= 0:
+            return int(row[0])
+        cursor.execute(f"SELECT count(*) FROM {qn}")
+        counted = cursor.fetchone()
+    return int(counted[0]) if counted else 0
 
 
 def drop(name: str) -> bool:

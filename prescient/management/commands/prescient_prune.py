@@ -64,11 +64,14 @@ class Command(PrescientCommand):
                 self.stdout.write(f"  {outcome}: kept forever")
                 continue
             cutoff, unit = done.cutoffs[outcome].isoformat(), "day" if kept == 1 else "days"
-            removed = done.removed[outcome]
+            removed = done.removed.get(outcome, 0)
             self.stdout.write(f"  {outcome}: {verb} {removed} (kept {kept} {unit}: finished before {cutoff})")
         if done.dropped:
-            whole = "would drop" if dry_run else "dropped"
-            self.stdout.write(f"  history partitions {whole} whole: {', '.join(done.dropped)}")
+            if dry_run:
+                self.stdout.write(f"  history partitions it would drop whole: {', '.join(done.dropped)}")
+            else:
+                each = ", ".join(f"{name} (about {rows:,} rows)" for name, rows in done.dropped.items())
+                self.stdout.write(f"  history partitions dropped whole: {each}")
         if not done.complete:
             self.stdout.write("  a history partition was busy (its lock not granted in time): run it again")
         self.stdout.write(f"prescient prune{' (dry run)' if dry_run else ''}: {verb} {done.total} history row(s)")
