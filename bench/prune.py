@@ -14,7 +14,11 @@ tops the due backlog up whenever it runs low, so the worker is never idle. Measu
   each one statement in autocommit): its total time and its longest single DELETE, timed from
   the client (each DELETE is its own transaction);
 - one run of the upkeep duty (bounded to ``BATCHES_PER_RUN`` batches), on fresh expired rows,
-  the million kept rows still there: what a worker's pass pays for it.
+  the million kept rows still there: what a worker's pass pays for it;
+- a day of ``history_day`` expired rows (issue #36 item 3, by default ten million) removed
+  twice in the same run: by the DELETE batches (the day's rows where no partition drops them
+  whole), and by dropping the day's partition (``history_pruner.prune`` as the upkeep runs it:
+  the partitions listed, their outcomes probed, the day's rows counted, the partition dropped).
 
 PostgreSQL only.
 """
@@ -33,7 +37,8 @@ from django.utils import timezone
 
 from prescient.clock import db_now
 from prescient.engine import bulk, store
-from prescient.maintenance import history_pruner
+from prescient.engine.store import partitions
+from prescient.maintenance import history_partitions, history_pruner
 from prescient.models import JobHistory, Worker
 
 OLD = "bench.old"  # the entity name of the history rows inserted here (the stream's are bench.item)
@@ -42,6 +47,12 @@ OLD = "bench.old"  # the entity name of the history rows inserted here (the stre
 def add_history(S: ModuleType, first: int, count: int, expired: int, now: datetime) -> None:
     """History rows ``first``..``first + count - 1``; the first ``expired`` of them past the
     default retention, the rest within it."""
+    outcome = "CASE WHEN x % 5 = 0 THEN 'failed' ELSE 'completed' END".replace("%", "%%")
+    insert_history(S, first, count, outcome, *finished_times(first, count, expired, now))
+
+
+def finished_times(first: int, count: int, expired: int, now: datetime) -> tuple[str, list[Any]]:
+    """The ``finished_at`` of :func:`add_history`'s rows, as SQL of ``x`` and its parameters."""
     step_old = timedelta(days=75) / max(expired, 1)
     step_recent = timedelta(days=13) / max(count - expired, 1)
     last_expired = first + expired - 1
@@ -55,10 +66,18 @@ def add_history(S: ModuleType, first: int, count: int, expired: int, now: dateti
         now - timedelta(days=91), step_old,
         now - timedelta(days=15), step_old,
     ]
+    return finished, finished_params
+
+
+def insert_history(
+    S: ModuleType, first: int, count: int, outcome: str, finished: str, finished_params: list[Any]
+) -> None:
+    """History rows ``first``..``first + count - 1`` of ``outcome`` (SQL of ``x``), finished
+    at ``finished`` (SQL of ``x``, with its parameters), in one statement."""
     ours: dict[str, tuple[str, list[Any]]] = {
         "job_id": ("x", []),
         "entity_key": ("CAST(x AS TEXT)", []),
-        "outcome": ("CASE WHEN x % 5 = 0 THEN 'failed' ELSE 'completed' END".replace("%", "%%"), []),
+        "outcome": (outcome, []),
         "finished_at": (finished, finished_params),
         "created_at": (finished, finished_params),
         "first_check_at": (finished, finished_params),
@@ -209,4 +228,61 @@ def measure(res: Any, sizes: dict[str, Any], S: ModuleType) -> None:
     finally:
         store.prune_history = original
         feeder.stop.set()
+        S.clear_jobs()
+
+
+def measure_day(res: Any, sizes: dict[str, Any], S: ModuleType) -> None:
+    """A day of ``history_day`` expired rows removed by the DELETE batches, then by dropping its
+    partition (issue #36 item 3: "a day of 10 M rows: <= 1 s by partition")."""
+    if not S.pg() or not partitions.partitioned():
+        return
+    rows = sizes["history_day"]
+    now = db_now()
+    S.clear_jobs()
+    day = history_partitions.start_of(now - timedelta(days=400), "day")
+    spread = "%s::timestamptz + (x %% 86400000) * interval '1 millisecond'"
+    original = history_partitions.drop_expired
+    try:
+        # The DELETE path: the day's rows where no partition of their own holds them, and the
+        # drops left out, so every row goes by the pruner's batches.
+        S.log(f"prune: a day of {rows:,} rows, by DELETE")
+        insert_history(S, 1, rows, "'completed'", spread, [day])
+        S.vacuum("prescient_jobhistory")
+        history_partitions.drop_expired = lambda cutoffs, **kw: history_partitions.Dropped()  # type: ignore[assignment]
+        seconds, done = S.timed(lambda: history_pruner.prune(now))
+        history_partitions.drop_expired = original
+        if done.total != rows:
+            raise RuntimeError(f"the DELETE path removed {done.total:,} of {rows:,} rows")
+        res.add("prune.day_delete", seconds)
+        S.log(f"prune: DELETE path {seconds:.2f} s ({rows / seconds:,.0f} rows/s)")
+
+        # The partition path: the same day in a partition of its own, dropped whole (the dead
+        # entries the DELETE path left vacuumed first: the pass's batches would step over them).
+        S.vacuum("prescient_jobhistory")
+        name = history_partitions.name_of(day, day + timedelta(days=1))
+        partitions.create(name, day, day + timedelta(days=1))
+        insert_history(S, 1, rows, "'completed'", spread, [day])
+        S.vacuum(name)
+        dropping: list[float] = []
+        timed_drop = partitions.drop
+
+        def drop(partition: str) -> bool:
+            started = time.perf_counter()
+            try:
+                return timed_drop(partition)
+            finally:
+                dropping.append(time.perf_counter() - started)
+
+        partitions.drop = drop  # type: ignore[assignment]
+        seconds, done = S.timed(lambda: history_pruner.prune(now))
+        partitions.drop = timed_drop  # type: ignore[assignment]
+        left = JobHistory.objects.filter(finished_at__lt=now - timedelta(days=100)).count()
+        if name not in done.dropped or left:
+            raise RuntimeError(f"the partition path dropped {done.dropped}, {left:,} of the day's rows left")
+        res.add("prune.day_partition", seconds)
+        res.add("prune.day_drop", sum(dropping))
+        S.log(f"prune: partition path {seconds:.3f} s, of which DROP TABLE {sum(dropping) * 1e3:.1f} ms "
+              f"({len(done.dropped)} partition(s))")
+    finally:
+        history_partitions.drop_expired = original
         S.clear_jobs()

@@ -40,6 +40,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "recurring_schedules": 100_000, "recurring_due": 10_000, "churn": 1_000_000,
         "metrics_pending": 1_000_000, "metrics_history": 1_000_000, "metrics_scrapes": 15,
         "prune_rows": 2_000_000, "prune_expired": 1_000_000, "prune_window": 10.0, "prune_chunk": 2_000,
+        "history_day": 10_000_000,
         "io_lanes": [1, 8, 32, 64, 256], "io_async_lanes": [64, 256], "io_per_lane": 60, "io_min": 400,
         "limit_jobs": 2_000, "rate_jobs": 1_500, "spread_jobs": 20_000,
         "scale_pending": [100_000, 1_000_000], "scale_tick_due": 10_000, "scale_due": [10_000, 100_000],
@@ -53,6 +54,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "recurring_schedules": 10_000, "recurring_due": 1_000, "churn": 40_000,
         "metrics_pending": 50_000, "metrics_history": 50_000, "metrics_scrapes": 9, "sqlite_sweep": 1_000,
         "prune_rows": 200_000, "prune_expired": 100_000, "prune_window": 3.0, "prune_chunk": 1_000,
+        "history_day": 200_000,
         "io_lanes": [1, 8, 64], "io_async_lanes": [64], "io_per_lane": 20, "io_min": 100,
         "limit_jobs": 400, "rate_jobs": 400, "spread_jobs": 3_000,
         "scale_pending": [20_000, 100_000], "scale_tick_due": 2_000, "scale_due": [2_000, 10_000],
@@ -65,6 +67,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "recurring_schedules": 200, "recurring_due": 20, "churn": 400,
         "metrics_pending": 2_000, "metrics_history": 2_000, "metrics_scrapes": 3,
         "prune_rows": 2_000, "prune_expired": 1_000, "prune_window": 2.0, "prune_chunk": 100,
+        "history_day": 2_000,
         "io_lanes": [1, 8], "io_async_lanes": [8], "io_per_lane": 5, "io_min": 20,
         "limit_jobs": 40, "rate_jobs": 150, "spread_jobs": 300,
         "scale_pending": [1_000, 2_000], "scale_tick_due": 100, "scale_due": [100, 300],
@@ -233,6 +236,11 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
              postgres_only=True),
         Spec("prune.service_run", "prune: one pass of the upkeep duty (10 batches of 1,000)", "s",
              postgres_only=True),
+        Spec("prune.day_delete", f"prune: a day of {sizes['history_day']:,} history rows, by DELETE batches", "s",
+             postgres_only=True),
+        Spec("prune.day_partition", "prune: the same day by its partition (a pruner pass: listed, probed, dropped)", "s",
+             "prune.day_delete", ("<=", 1.0, "value"), postgres_only=True),
+        Spec("prune.day_drop", "prune: of which the DROP TABLE", "s", postgres_only=True),
     ]
     mp, mh = f"{sizes['metrics_pending']:,}", f"{sizes['metrics_history']:,}"
     out += [

@@ -840,6 +840,7 @@ def main() -> None:
             recurring.measure(res, sizes, sys.modules[__name__])
         if "prune" in only:
             prune.measure(res, sizes, sys.modules[__name__])
+            prune.measure_day(res, sizes, sys.modules[__name__])
         if "metrics" in only:
             metrics.measure(res, sizes, sys.modules[__name__])
         if "peers" in only:

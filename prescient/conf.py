@@ -60,6 +60,9 @@ DEFAULTS: dict[str, Any] = {
     # named; an outcome that is absent without "*", or given None, is kept forever). None: every
     # row is kept forever. Pruned by the upkeep service history_pruner and prescient_prune.
     "HISTORY_RETENTION_DAYS": {"completed": 14, "*": 90},
+    # PostgreSQL: the history table's partitions, "month" or "day" (a busy history: a day's rows
+    # dropped at once); made ahead and dropped whole by the upkeep (docs/operations.md).
+    "HISTORY_PARTITION": "month",
     # Business hours for expectations' ladders, by name (prescient/calendars.py): each a dict of
     # "timezone", "hours" ({"mon-fri": "09:00-17:00"}), optional "closed" dates and "holidays".
     "CALENDARS": {},
@@ -292,6 +295,7 @@ RULES: dict[str, Rule | Callable[[str, Any], list[Problem]]] = {
     "CHILD_MAX_RUNS": whole(1, 1_000_000_000, diagnostics.WORKER_LIMITS.id, none="never replaced"),
     "MAX_CRASHES": whole(1, 1_000, diagnostics.WORKER_LIMITS.id),
     "HISTORY_RETENTION_DAYS": _retention,
+    "HISTORY_PARTITION": Rule('"day" or "month"', lambda v: v in ("day", "month"), diagnostics.HISTORY_PARTITION.id),
     # Each calendar's contents are checked by prescient.calendars (diagnostics.CALENDAR_MALFORMED).
     "CALENDARS": Rule(
         "a dict of calendar names to dicts (timezone, hours, closed, holidays)",

@@ -4,7 +4,7 @@ and docs/system-checks.md is rendered from it (``scripts/system-checks-table``),
 is written once, here: ``tests/test_system_checks.py`` fails if an id literal appears anywhere
 else in prescient/ or twice in this table.
 
-Ids: E001–E016 the ``PRESCIENT`` settings, E010 registered checks, E020–E023 a task backend (its
+Ids: E001–E017 the ``PRESCIENT`` settings, E010 registered checks, E020–E023 a task backend (its
 ``OPTIONS``, its app), E030–E032 calendars and expectations; W… warnings, I… deployment information.
 """
 
@@ -90,6 +90,10 @@ WORKER_PERIODS = Diagnostic(
 RETENTION_NOT_DICT = Diagnostic(
     "prescient.E014", ERROR, "`HISTORY_RETENTION_DAYS` is neither `None` nor a dict of days per outcome",
     'e.g. `{"completed": 14, "*": 90}` ([retention.md](retention.md))',
+)
+HISTORY_PARTITION = Diagnostic(
+    "prescient.E017", ERROR, '`HISTORY_PARTITION` is neither `"day"` nor `"month"`',
+    "the history's partitions on PostgreSQL ([operations.md](operations.md#history-partitions))",
 )
 
 # --- registrations ----------------------------------------------------------------------------

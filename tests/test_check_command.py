@@ -46,6 +46,7 @@ BAD: dict[str, list[tuple[Any, str]]] = {
     "MAX_CRASHES": [(0, "E009")],
     "SAVE_NOTICES": [("yes", "E015")],
     "READ_DATABASE": [("nowhere", "E016"), (1, "E016")],
+    "HISTORY_PARTITION": [("week", "E017"), (None, "E017")],
     "CALENDARS": [
         (5, "E030"),
         ({"support": {"timezone": "Nowhere/Land", "hours": {"mon-fri": "09:00-17:00"}}}, "E031"),

@@ -16,7 +16,8 @@ Built in: :mod:`.rescuer` (stale claims: reclaimed or buried), :mod:`.waiters` (
 whose parents ended but were missed), :mod:`.worker_pruner` (rows of workers stopped long
 ago), :mod:`.history_pruner` (history rows past their retention) and :mod:`.recurring`
 (recurring schedules' occurrences and declarations) and, on PostgreSQL, :mod:`.live_vacuum`
-(the live table vacuumed after a large drain). A new duty is a new module registered
+(the live table vacuumed after a large drain) and :mod:`.history_partitions` (the history's
+partitions made ahead of time; the pruner drops the expired ones). A new duty is a new module registered
 with :func:`register`.
 """
 
@@ -90,6 +91,7 @@ def registered_services() -> Iterator[Service]:
 
 
 def register_builtin() -> None:
+    from .history_partitions import HistoryPartitions
     from .history_pruner import HistoryPruner
     from .live_vacuum import LiveTableVacuum
     from .recurring import Declarations, OccurrencePruner, Producer
@@ -97,7 +99,7 @@ def register_builtin() -> None:
     from .waiters import WaiterRepair
     from .worker_pruner import WorkerPruner
 
-    builtin = (Rescuer(), WaiterRepair(), WorkerPruner(), HistoryPruner(), LiveTableVacuum())
+    builtin = (Rescuer(), WaiterRepair(), WorkerPruner(), HistoryPruner(), HistoryPartitions(), LiveTableVacuum())
     for service in (*builtin, Producer(), Declarations(), OccurrencePruner()):
         if service.name not in _services:
             register(service)

@@ -35,7 +35,8 @@ class Command(PrescientCommand):
         )
         parser.add_argument(
             "--json", action="store_true",
-            help="Print one JSON object: per outcome the rows removed, the days kept and the cut-off; the total.",
+            help="Print one JSON object: per outcome the rows removed, the days kept and the cut-off; the total; "
+            "the history partitions dropped whole (PostgreSQL).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -45,7 +46,7 @@ class Command(PrescientCommand):
         days = retention()
         if options["json"]:
             self.emit({
-                "dry_run": dry_run, "total": done.total,
+                "dry_run": dry_run, "total": done.total, "partitions_dropped": done.dropped,
                 "outcomes": {
                     outcome: {
                         "kept_days": kept, "removed": done.removed.get(outcome, 0),
@@ -63,6 +64,14 @@ class Command(PrescientCommand):
                 self.stdout.write(f"  {outcome}: kept forever")
                 continue
             cutoff, unit = done.cutoffs[outcome].isoformat(), "day" if kept == 1 else "days"
-            removed = done.removed[outcome]
+            removed = done.removed.get(outcome, 0)
             self.stdout.write(f"  {outcome}: {verb} {removed} (kept {kept} {unit}: finished before {cutoff})")
+        if done.dropped:
+            if dry_run:
+                self.stdout.write(f"  history partitions it would drop whole: {', '.join(done.dropped)}")
+            else:
+                each = ", ".join(f"{name} (about {rows:,} rows)" for name, rows in done.dropped.items())
+                self.stdout.write(f"  history partitions dropped whole: {each}")
+        if not done.complete:
+            self.stdout.write("  a history partition was busy (its lock not granted in time): run it again")
         self.stdout.write(f"prescient prune{' (dry run)' if dry_run else ''}: {verb} {done.total} history row(s)")
