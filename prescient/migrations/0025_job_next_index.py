@@ -42,7 +42,7 @@ def drop(apps, schema_editor):
 class Migration(migrations.Migration):
     atomic = False
 
-    dependencies = [("prescient", "0023_rerun_links")]
+    dependencies = [("prescient", "0024_history_partitions")]
 
     operations = [
         migrations.SeparateDatabaseAndState(
