@@ -35,6 +35,7 @@ import shutil
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -52,6 +53,7 @@ NOISE_SECONDS = 3.0
 #: Seconds for a backend that has exited to have reported its counts.
 SETTLE_SECONDS = 0.5
 RECORD = re.compile(r"len \(rec/tot\):\s*\d+/\s*(\d+), tx:\s*(\d+)")
+LSN = re.compile(r"lsn: ([0-9A-F]+/[0-9A-F]+)")
 
 
 class Primary:
@@ -96,33 +98,75 @@ class Primary:
         return int(self.one("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s",
                             [self.name]))
 
-    def wal_of_database(self, start: str, end: str) -> int | None:
-        """This database's WAL between two LSNs (bytes), read back with pg_waldump; None if it
-        cannot be (no pg_waldump, or a segment recycled meanwhile)."""
-        if self.waldump is None or start == end:
-            return None if self.waldump is None else 0
-        dump = subprocess.Popen([self.waldump, "-p", str(self.waldir), "-s", start, "-e", end],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        mine = re.compile(rf"rel \d+/{self.oid}/".encode())
-        ours, commits, xids = 0, [], set()
-        assert dump.stdout is not None
-        for line in dump.stdout:
-            if b"rmgr: Transaction" in line:
-                found = RECORD.search(line.decode(errors="replace"))
-                if found:
-                    commits.append((int(found.group(2)), int(found.group(1))))
-            elif mine.search(line):
-                found = RECORD.search(line.decode(errors="replace"))
-                if found:
-                    ours += int(found.group(1))
-                    xids.add(int(found.group(2)))
-        _, err = dump.communicate()
-        if dump.returncode != 0 and b"end of WAL" not in err and b"invalid record length" not in err:
-            return None
-        return ours + sum(size for xid, size in commits if xid in xids)
+    def follow(self, start: str) -> WalReader | None:
+        """This database's WAL from ``start`` on, read as it is written (None: it cannot be)."""
+        return None if self.waldump is None else WalReader(self.waldump, self.waldir, start, self.oid)
 
     def close(self) -> None:
         self.conn.close()
+
+
+def lsn_int(text: str) -> int:
+    high, low = text.split("/")
+    return (int(high, 16) << 32) | int(low, 16)
+
+
+class WalReader(threading.Thread):
+    """``pg_waldump --follow`` from an LSN, filtered by ``grep`` to this database's records and
+    the transaction records: the segments are read while they are written, since on a busy
+    shared cluster a checkpoint may recycle them seconds after. :meth:`until` gives the bytes
+    of this database's records (and of its transactions' commits) up to an LSN."""
+
+    def __init__(self, waldump: str, waldir: Path | None, start: str, oid: int) -> None:
+        super().__init__(name="bench-load-wal", daemon=True)
+        self.errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        # From a little before ``start``: at the very end of the WAL (a quiet cluster) pg_waldump
+        # finds no record after its start and gives up; the records before ``start`` are left out.
+        self.begin = lsn_int(start)
+        back = max(self.begin - 2**20, self.begin - self.begin % (16 * 2**20))
+        where = f"{back >> 32:X}/{back & 0xFFFFFFFF:X}"
+        self.dump = subprocess.Popen([waldump, "--follow", "-p", str(waldir), "-s", where],
+                                     stdout=subprocess.PIPE, stderr=self.errors)
+        self.grep = subprocess.Popen(["grep", "--line-buffered", "-E", rf"rel [0-9]+/{oid}/|rmgr: Transaction"],
+                                     stdin=self.dump.stdout, stdout=subprocess.PIPE, text=True)
+        assert self.dump.stdout is not None
+        self.dump.stdout.close()  # grep's now
+        self.oid = oid
+        self.records: list[tuple[int, int, int, bool]] = []  # (lsn, bytes, xid, a transaction record)
+        self.seen = 0  # the last LSN read
+        self.why = ""  # what pg_waldump said when it stopped short
+        self.start()
+
+    def run(self) -> None:
+        assert self.grep.stdout is not None
+        for line in self.grep.stdout:
+            found = RECORD.search(line)
+            at = LSN.search(line)
+            if found and at:
+                self.seen = lsn_int(at.group(1))
+                self.records.append((self.seen, int(found.group(1)), int(found.group(2)),
+                                     "rmgr: Transaction" in line))
+
+    def until(self, end: str, timeout: float = 30.0) -> int | None:
+        """The bytes up to ``end``, once read that far (None: not within ``timeout``)."""
+        stop, deadline = lsn_int(end), time.monotonic() + timeout
+        while self.seen < stop and time.monotonic() < deadline and self.dump.poll() is None:
+            time.sleep(0.05)
+        if self.seen < stop and self.dump.poll() is not None:  # it stopped short: a segment gone
+            self.errors.seek(0)
+            self.why = self.errors.read().decode(errors="replace").strip()[-300:]
+            return None
+        mine = [r for r in self.records if self.begin <= r[0] < stop]
+        xids = {xid for _lsn, _size, xid, txn in mine if not txn and xid}
+        return sum(size for _lsn, size, xid, txn in mine if not txn or xid in xids)
+
+    def close(self) -> None:
+        for proc in (self.dump, self.grep):
+            if proc.poll() is None:
+                proc.terminate()
+            proc.wait(10)
+        self.join(10)
+        self.errors.close()
 
 
 @dataclass
@@ -145,16 +189,29 @@ def mark(primary: Primary, counted: Path | None) -> Mark:
 class Window:
     transactions: int
     statements: int
-    wal: int  # this database's, or the cluster's where it cannot be read back
+    wal: int | None  # this database's; the cluster's where pg_waldump cannot be run; None: it failed
     cluster_wal: int
 
 
-def window(primary: Primary, a: Mark, b: Mark, ours: int, wal_from: str | None = None) -> Window:
-    """What happened between two marks, less ``ours`` (the bench process's own transactions)."""
+def window(a: Mark, b: Mark, ours: int, reader: WalReader | None) -> Window:
+    """What happened between two marks, less ``ours`` (the bench process's own transactions);
+    the WAL is this database's where ``reader`` read it, else the cluster's."""
     cluster = b.wal - a.wal
-    own = primary.wal_of_database(wal_from or a.lsn, b.lsn)
-    return Window(b.transactions - a.transactions - ours, b.statements - a.statements,
-                  cluster if own is None else own, cluster)
+    if reader is None:
+        return Window(b.transactions - a.transactions - ours, b.statements - a.statements, cluster, cluster)
+    own = reader.until(b.lsn)
+    reader.close()
+    if own is None:
+        log_failure(reader.why)
+    return Window(b.transactions - a.transactions - ours, b.statements - a.statements, own, cluster)
+
+
+def log_failure(why: str) -> None:
+    import sys
+
+    why = why or "a WAL segment recycled before it was read?"
+    print(f"  load: pg_waldump stopped short of the window's end ({why}): no WAL figure of this database "
+          "for this run", file=sys.stderr, flush=True)
 
 
 def connect_cost(primary: Primary) -> int:
@@ -207,6 +264,7 @@ def workers(res: Any, S: ModuleType, primary: Primary, counted: Path, count: int
             S.clear_jobs()
             S.vacuum("prescient_futurejob", "prescient_jobhistory")
             a = mark(primary, counted)
+            reader = primary.follow(a.lsn)
             with transaction.atomic():
                 S.add_jobs(1, count, timezone.now() - timedelta(hours=1))
                 S.notify()
@@ -223,27 +281,31 @@ def workers(res: Any, S: ModuleType, primary: Primary, counted: Path, count: int
                 time.sleep(0.02)
             seconds = time.perf_counter() - started
             b = mark(primary, counted)
-            done = window(primary, a, b, connecting + 1 + polls, wal_from=inserted)
-            insert_wal = primary.wal_of_database(a.lsn, inserted)
+            insert_wal = reader.until(inserted) if reader is not None else None
+            done = window(a, b, connecting + 1 + polls, reader)
+            if reader is not None and done.wal is not None:
+                # the drain's own, from the insert's commit on (None: the insert's could not be read)
+                done.wal = None if insert_wal is None else done.wal - insert_wal
             per = 1000 / count
             res.add(f"load.rate.{concurrency}", count / seconds)
             res.add(f"load.statements.{concurrency}", done.statements * per)
             res.add(f"load.transactions.{concurrency}", done.transactions * per)
-            res.add(f"load.wal.{concurrency}", done.wal * per / 2**20)
+            if done.wal is not None:
+                res.add(f"load.wal.{concurrency}", done.wal * per / 2**20)
             res.add(f"load.wal_cluster.{concurrency}", done.cluster_wal * per / 2**20)
             res.add(f"load.connections.{concurrency}", most)
             if insert_wal is not None:
                 res.add("load.wal.bulk", insert_wal * per / 2**20)
             S.log(f"load: {count:,} jobs, one worker of {concurrency} child(ren): {count / seconds:,.0f}/s; per 1,000 "
                   f"jobs {done.statements * per:,.1f} statements, {done.transactions * per:,.1f} transactions, "
-                  f"{done.wal * per / 2**20:,.2f} MB of this database's WAL (the cluster's: "
+                  f"{(done.wal or 0) * per / 2**20:,.2f} MB of this database's WAL (the cluster's: "
                   f"{done.cluster_wal * per / 2**20:,.1f} MB); {most} connections at most")
         if idle:
             S.clear_jobs()
             a = mark(primary, counted)
             time.sleep(idle_seconds)
             b = mark(primary, counted)
-            quiet = window(primary, a, b, 0)  # the bench process is not connected meanwhile
+            quiet = window(a, b, 0, None)  # the bench process is not connected meanwhile
             res.add("load.idle.statements", quiet.statements * 60 / idle_seconds)
             res.add("load.idle.transactions", quiet.transactions * 60 / idle_seconds)
             S.log(f"load: one idle worker of {concurrency} child(ren), per minute: "
@@ -262,14 +324,16 @@ def inserts(res: Any, S: ModuleType, primary: Primary, count: int, runs: int, co
         S.clear_jobs()
         S.vacuum("prescient_futurejob")
         a = mark(primary, None)
+        reader = primary.follow(a.lsn)
         for item in items:
             S.prescient.schedule(item, S.NOOP, delay=timedelta(hours=1))
         b = mark(primary, None)
-        done = window(primary, a, b, connecting)
-        res.add("load.wal.schedule", done.wal * 1000 / count / 2**20)
+        done = window(a, b, connecting, reader)
+        if done.wal is not None:
+            res.add("load.wal.schedule", done.wal * 1000 / count / 2**20)
         res.add("load.transactions.schedule", done.transactions * 1000 / count)
     S.log(f"load: schedule() one by one, per 1,000: "
-          f"{statistics.median(res.values['load.wal.schedule']):,.2f} MB of WAL, "
+          f"{statistics.median(res.values.get('load.wal.schedule', [0])):,.2f} MB of WAL, "
           f"{statistics.median(res.values['load.transactions.schedule']):,.0f} transactions")
 
 
@@ -283,14 +347,16 @@ def ticks(res: Any, S: ModuleType, primary: Primary, counted: Path, count: int, 
         S.add_jobs(1, count, now - timedelta(hours=1))
         S.vacuum("prescient_futurejob", "prescient_jobhistory")
         a = mark(primary, counted)
+        reader = primary.follow(a.lsn)
         summary = S.tick(now)
         assert summary.processed == count, summary.line()
         b = mark(primary, counted)
-        done = window(primary, a, b, connecting)
+        done = window(a, b, connecting, reader)
         per = 1000 / count
         res.add("load.statements.tick", done.statements * per)
         res.add("load.transactions.tick", done.transactions * per)
-        res.add("load.wal.tick", done.wal * per / 2**20)
+        if done.wal is not None:
+            res.add("load.wal.tick", done.wal * per / 2**20)
     S.log(f"load: one tick, per 1,000 jobs: {statistics.median(res.values['load.statements.tick']):,.1f} statements, "
           f"{statistics.median(res.values['load.transactions.tick']):,.1f} transactions, "
-          f"{statistics.median(res.values['load.wal.tick']):,.2f} MB of WAL")
+          f"{statistics.median(res.values.get('load.wal.tick', [0])):,.2f} MB of WAL")
