@@ -45,6 +45,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "limit_jobs": 2_000, "rate_jobs": 1_500, "spread_jobs": 20_000,
         "scale_pending": [100_000, 1_000_000], "scale_tick_due": 10_000, "scale_due": [10_000, 100_000],
         "scale_workers": [1, 4], "scale_history": 1_000_000,
+        "load_jobs": 20_000, "load_concurrency": [1, 2], "load_idle_seconds": 30,
     },
     "quick": {
         "runs": 2, "sweep": 2_000, "pending": 100_000, "due": [300, 3_000], "idle_reps": 60,
@@ -59,6 +60,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "limit_jobs": 400, "rate_jobs": 400, "spread_jobs": 3_000,
         "scale_pending": [20_000, 100_000], "scale_tick_due": 2_000, "scale_due": [2_000, 10_000],
         "scale_workers": [1, 4], "scale_history": 100_000,
+        "load_jobs": 2_000, "load_concurrency": [1, 2], "load_idle_seconds": 5,
     },
     "tiny": {
         "runs": 1, "sweep": 200, "pending": 2_000, "due": [50, 200], "idle_reps": 5,
@@ -72,6 +74,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "limit_jobs": 40, "rate_jobs": 150, "spread_jobs": 300,
         "scale_pending": [1_000, 2_000], "scale_tick_due": 100, "scale_due": [100, 300],
         "scale_workers": [1, 4], "scale_history": 2_000,
+        "load_jobs": 200, "load_concurrency": [1], "load_idle_seconds": 1,
     },
 }
 
@@ -79,7 +82,7 @@ SIZES: dict[str, dict[str, Any]] = {
 #: The sections of bench/suite.py, in the order they run.
 ALL_SECTIONS = (
     "sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "prune", "metrics", "peers", "io",
-    "limits", "scale",
+    "limits", "scale", "load",
 )
 #: What ``--quick`` runs unless told otherwise (``--only herd,peers`` runs the rest).
 QUICK_SECTIONS = ("sweep", "idle", "scheduling", "metrics")
@@ -307,6 +310,7 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
              "x", postgres_only=True),
     ]
     out += scale_specs(sizes)
+    out += load_specs(sizes)
     out.append(Spec("io.peer.dtdb", f"io: django-tasks-db db_worker, one process, {wait} ms waits", "/s",
                     "io.floor.1", postgres_only=True))
     return out
@@ -349,6 +353,46 @@ def scale_specs(sizes: dict[str, Any]) -> list[Spec]:
                        ("api_jobs", "API GET jobs"), ("api_history", "API GET history")):
         out.append(Spec(f"scale.page.{key}", f"scale: {label}, {large:,} pending, {rows} history rows", "s", None,
                         ("<=", 1.0, "value"), postgres_only=True))
+    return out
+
+
+def load_specs(sizes: dict[str, Any]) -> list[Spec]:
+    """bench/load.py's rows (#36 item 5): the primary's load per job. A figure per 1,000 jobs is
+    also the primary's load per second at 1,000 jobs a second."""
+    if not sizes.get("load_concurrency"):
+        return []
+    n = f"{sizes['load_jobs']:,}"
+    out = [Spec("load.noise", "load: the cluster's WAL per second with nothing of the bench running (other clients)",
+                "MB", postgres_only=True)]
+    for c in sizes["load_concurrency"]:
+        who = f"one worker of {c} child{'ren' if c > 1 else ''}"
+        out += [
+            Spec(f"load.rate.{c}", f"load: {n} due no-op checks drained by {who}", "/s", postgres_only=True),
+            Spec(f"load.statements.{c}", f"load: {who}, statements per 1,000 jobs (counted in its processes)", "n",
+                 postgres_only=True),
+            Spec(f"load.transactions.{c}", f"load: {who}, transactions per 1,000 jobs (pg_stat_database)", "n",
+                 postgres_only=True),
+            Spec(f"load.wal.{c}", f"load: {who}, WAL per 1,000 jobs (this database's records)", "MB",
+                 postgres_only=True),
+            Spec(f"load.wal_cluster.{c}", f"load: {who}, the whole cluster's WAL meanwhile, per 1,000 jobs", "MB",
+                 postgres_only=True),
+            Spec(f"load.connections.{c}", f"load: {who}, most connections to the database at once", "n",
+                 postgres_only=True),
+        ]
+    most = max(sizes["load_concurrency"])
+    out += [
+        Spec("load.idle.statements", f"load: the same worker of {most} child{'ren' if most > 1 else ''} idle, "
+             "statements per minute", "n", postgres_only=True),
+        Spec("load.idle.transactions", "load: the same, transactions per minute", "n", postgres_only=True),
+        Spec("load.statements.tick", f"load: one tick over {n} due, statements per 1,000 jobs (every thread)", "n",
+             postgres_only=True),
+        Spec("load.transactions.tick", "load: the same tick, transactions per 1,000 jobs", "n", postgres_only=True),
+        Spec("load.wal.tick", "load: the same tick, WAL per 1,000 jobs (this database's records)", "MB",
+             postgres_only=True),
+        Spec("load.wal.bulk", f"load: {n} jobs inserted in one statement, WAL per 1,000", "MB", postgres_only=True),
+        Spec("load.wal.schedule", "load: schedule() one by one, autocommit, WAL per 1,000", "MB", postgres_only=True),
+        Spec("load.transactions.schedule", "load: the same, transactions per 1,000", "n", postgres_only=True),
+    ]
     return out
 
 

@@ -77,6 +77,10 @@ if os.environ.get("BENCH_CONN_MAX_AGE") and "default" in DATABASES and not os.en
     age = os.environ["BENCH_CONN_MAX_AGE"]
     DATABASES["default"]["CONN_MAX_AGE"] = None if age == "none" else int(age)
 
+# BENCH_STATEMENTS_DIR=<dir>: every statement this process sends is counted into a file of its
+# own in <dir> (bench/counting.py), for the load section's real workers (bench/load.py).
+BENCH_STATEMENTS_DIR = os.environ.get("BENCH_STATEMENTS_DIR", "")
+
 # prescient as the django.tasks backend (Django 6.0+; on Django 5.2 there is no django.tasks,
 # and naming the backend would make prescient import its task kind at start-up), and the
 # comparison with Django's reference database backend (bench/peers.py) when the optional

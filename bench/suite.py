@@ -39,7 +39,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 import prescient  # noqa: E402
-from bench import churn, herd, io, limits, metrics, peers, prune, recurring, replay, scale  # noqa: E402
+from bench import churn, herd, io, limits, load, metrics, peers, prune, recurring, replay, scale  # noqa: E402
 from bench import tasks as bench_tasks  # noqa: E402
 from bench.models import Item, Parcel  # noqa: E402
 from prescient.engine import bulk, store  # noqa: E402
@@ -803,7 +803,7 @@ def saves(res: Results, items: list[Item], runs: int) -> None:
 
 SECTIONS = (
     "sweep", "idle", "scheduling", "herd", "churn", "workflows", "recurring", "prune", "metrics", "peers", "io",
-    "limits", "scale",
+    "limits", "scale", "load",
 )
 
 
@@ -851,6 +851,8 @@ def main() -> None:
             limits.measure(res, sizes, sys.modules[__name__])
         if "scale" in only:
             scale.measure(res, sizes, sys.modules[__name__])
+        if "load" in only:
+            load.measure(res, sizes, sys.modules[__name__])
     finally:
         raw.close()
     Path(args.out).write_text(json.dumps(res.values))

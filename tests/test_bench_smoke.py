@@ -76,9 +76,15 @@ def expected(mode: str, db: str, sections: tuple[str, ...]) -> set[str]:
     return keys if peers_installed() else {k for k in keys if not k.startswith("peers.")}
 
 
+#: The load section's WAL of the scratch database alone: read back from the server's pg_wal with
+#: pg_waldump, which a shared cluster may recycle before it is read (bench/load.py says so).
+MAY_BE_MISSING = re.compile(r"load\.wal\.(\d+|tick|bulk|schedule)$")
+
+
 def assert_every_figure(results: dict, db: str, sections: tuple[str, ...]) -> None:
     figures = {row["key"]: row for row in results["figures"] if row["db"] == db}
-    assert set(figures) == expected(results["mode"], db, sections)
+    wanted = expected(results["mode"], db, sections)
+    assert {k for k in wanted if not MAY_BE_MISSING.match(k)} <= set(figures) <= wanted
     for key, row in figures.items():
         assert all(math.isfinite(v) for v in row["runs"]), key
         assert row["median"] >= 0, key
