@@ -241,7 +241,8 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
              postgres_only=True),
         Spec("prune.day_delete", f"prune: a day of {sizes['history_day']:,} history rows, by DELETE batches", "s",
              postgres_only=True),
-        Spec("prune.day_partition", "prune: the same day by its partition (a pruner pass: listed, probed, dropped)", "s",
+        Spec("prune.day_partition", "prune: the same day by its partition (a pruner pass: listed, probed, dropped)",
+             "s",
              "prune.day_delete", ("<=", 1.0, "value"), postgres_only=True),
         Spec("prune.day_drop", "prune: of which the DROP TABLE", "s", postgres_only=True),
     ]

@@ -34,7 +34,7 @@ from django.db import connection, connections
 from django.db.models import Aggregate, Case, Count, ExpressionWrapper, F, FloatField, Min, Q, Sum, When, Window
 from django.db.models.functions import RowNumber
 
-from . import limits, queries
+from . import counting, limits
 from .clock import db_now
 from .models import FutureJob, JobHistory
 from .states import Outcome, State
@@ -210,8 +210,8 @@ def _live(live: Any, now: datetime, report: Callable[[str], CheckHealth], names:
         ).values_list("job_exec", "n", "due", "oldest"))
 
     estimates = None
-    if connections[live.db].vendor == "postgresql" and queries.capped_count(live, EXACT_PENDING) is None:
-        estimates = queries.estimated_per_value(FutureJob, "job_exec", live.db)
+    if connections[live.db].vendor == "postgresql" and counting.capped_count(live, EXACT_PENDING) is None:
+        estimates = counting.estimated_per_value(FutureJob, "job_exec", live.db)
     # Without statistics (other databases, a table never analyzed), every job is counted.
     rows = per_check(live if estimates is None else live.filter(due))
     if estimates is not None:

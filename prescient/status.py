@@ -11,10 +11,10 @@ from django.db.models import Count, Max, Min, Q
 from . import limits
 from .clock import db_now
 from .conf import stale_after_seconds
+from .counting import counts
 from .expectations import KIND, registered
 from .health import DEFAULT_MINUTES, Health, health
 from .models import FutureJob, JobHistory, Worker
-from .queries import counts
 from .sla import DEFAULT_DAYS, ExpectationSla, sla
 from .states import Outcome, State
 
@@ -102,7 +102,7 @@ class Status:
     #: Due jobs held back, per limit or rate (by name); empty when none is declared.
     held: dict[str, int] = field(default_factory=dict)
     #: The counts that are PostgreSQL's planner estimate, not exact: states, and "due" (beyond
-    #: 10,000 jobs in one; see :func:`prescient.queries.counts`).
+    #: 10,000 jobs in one; see :func:`prescient.counting.counts`).
     estimated: list[str] = field(default_factory=list)
     #: Each expectation's SLA, day by day (:mod:`prescient.sla`), in the order of ``expectations``.
     sla: list[ExpectationSla] = field(default_factory=list)
@@ -121,7 +121,7 @@ def snapshot(
     ``health_minutes`` before ``now`` (by default the database's time)."""
     now = now or db_now()
     # Exact up to 10,000 a count, the planner's estimate beyond (PostgreSQL): at ten million
-    # jobs a GROUP BY state read the whole table (queries.counts, as the metrics count).
+    # jobs a GROUP BY state read the whole table (counting.counts, as the metrics count).
     due = FutureJob.objects.due(now).order_by()
     counted = counts({**{state.value: FutureJob.objects.filter(state=state) for state in State}, "due": due})
     oldest = due.aggregate(oldest=Min("next_check_at"))["oldest"]

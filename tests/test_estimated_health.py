@@ -16,9 +16,9 @@ from django.test.utils import CaptureQueriesContext
 
 from prescient import health as health_module
 from prescient import status as status_module
+from prescient.counting import counts
 from prescient.health import health
 from prescient.models import FutureJob
-from prescient.queries import counts
 from prescient.states import State
 from tests.test_health import NOW, M, pending
 

@@ -15,7 +15,7 @@ from django.core.paginator import EmptyPage, Paginator
 from django.db.models import QuerySet
 from django.utils.functional import cached_property
 
-from prescient.queries import counts
+from prescient.counting import counts
 
 #: Rows counted one by one before the list's count becomes the planner's estimate.
 EXACT_UP_TO = 100_000

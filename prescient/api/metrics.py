@@ -26,7 +26,7 @@ from django.db.models import Sum
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from .. import limits, queries
+from .. import counting, limits, queries
 from ..checks import registered
 from ..clock import db_now
 from ..engine.decisions import DISCARDED, HANDED_BACK, RESCHEDULED, RESCUED, RETRIED, SLEPT
@@ -49,7 +49,7 @@ def available() -> bool:
 class PrescientCollector:
     """The figures of one scrape as Prometheus metric families, read as of ``now``."""
 
-    def __init__(self, now: datetime, *, exact_up_to: int = queries.EXACT_COUNT_LIMIT) -> None:
+    def __init__(self, now: datetime, *, exact_up_to: int = counting.EXACT_COUNT_LIMIT) -> None:
         self.now = now
         self.exact_up_to = exact_up_to
 
@@ -191,7 +191,7 @@ def tally_families() -> Iterator[Metric]:
         yield histogram
 
 
-def exposition(now: datetime, *, exact_up_to: int = queries.EXACT_COUNT_LIMIT) -> tuple[bytes, str]:
+def exposition(now: datetime, *, exact_up_to: int = counting.EXACT_COUNT_LIMIT) -> tuple[bytes, str]:
     """``(body, content type)`` of one scrape as of ``now``, from a registry of its own."""
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 

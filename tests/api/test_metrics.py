@@ -13,7 +13,7 @@ from django.db import connection
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from prescient import queries
+from prescient import counting, queries
 from prescient.api.metrics import exposition
 from prescient.models import FutureJob, JobHistory, Worker
 from prescient.states import Outcome, State
@@ -193,8 +193,8 @@ def test_figures__counts_are_exact_up_to_the_limit(make_job, t0):
         make_job(next_check_at=t0 - timedelta(minutes=minutes))
     exact = queries.figures(t0, exact_up_to=5)
     assert (exact.jobs["scheduled"], exact.due, exact.estimated) == (5, 5, [])
-    assert queries.capped_count(FutureJob.objects.all(), 4) is None
-    assert queries.capped_count(FutureJob.objects.all(), 5) == 5
+    assert counting.capped_count(FutureJob.objects.all(), 4) is None
+    assert counting.capped_count(FutureJob.objects.all(), 5) == 5
 
 
 def test_figures__above_the_limit_a_count_is_the_estimate_on_postgresql(make_job, t0):
