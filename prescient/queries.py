@@ -3,6 +3,8 @@
 :class:`EpochBucket` numbers the fixed-length buckets a datetime falls in, counted from the
 Unix epoch as slots are; :func:`bucket_counts` groups rows by bucket in one query.
 :func:`figures` is what ``GET /prescient/metrics`` reports, each figure from an indexed query.
+:func:`history_with_error` and :func:`history_with_exception` find finished jobs by their error
+(the admin's ``error:`` and ``exception:`` searches, ``GET history?error=&exception=``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import NotSupportedError, connections
-from django.db.models import Count, Func, IntegerField, Min, QuerySet
+from django.db.models import Count, Func, IntegerField, Min, Q, QuerySet
+from django.db.models.functions import Right
+from django.db.models.lookups import Exact
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -22,7 +26,7 @@ if TYPE_CHECKING:
 from prescient import slots
 from prescient.conf import stale_after_seconds
 from prescient.counting import EXACT_COUNT_LIMIT, counts, estimated_count
-from prescient.models import FutureJob, Worker
+from prescient.models import FutureJob, JobHistory, Worker
 from prescient.models.workers import given_name
 from prescient.states import State
 
@@ -128,6 +132,35 @@ def _sampled(queryset: QuerySet[Any], percent: float) -> list[tuple[Any, ...]]:
         # The table itself, not a column of it (``EXTRACT(EPOCH FROM "table"."column")``).
         cursor.execute(re.sub(f"FROM {re.escape(table)}(?!\\.)", f"FROM {table} {sample}", sql, count=1), params)
         return list(cursor.fetchall())
+
+
+def history_with_error(queryset: QuerySet[JobHistory], text: str) -> QuerySet[JobHistory]:
+    """The rows whose last error contains ``text``, in any case; every row with an error when
+    ``text`` is blank (spaces around it are ignored).
+
+    A part of a text is no index lookup: narrow a search of a large history by check, outcome or
+    date (the admin's list and the API read the rows newest first until a page is full).
+    """
+    text = text.strip()
+    return queryset.filter(last_error__icontains=text) if text else queryset.exclude(last_error="")
+
+
+def history_with_exception(queryset: QuerySet[JobHistory], name: str) -> QuerySet[JobHistory]:
+    """The rows whose exception class is ``name``: its whole path (``builtins.TimeoutError``) or
+    its last dotted parts (``TimeoutError``, ``carriers.CarrierDown``), never a part of a name;
+    every row with an exception class when ``name`` is blank (spaces around it are ignored).
+
+    Case counts, as in Python, on every database: the last parts are compared with ``=`` (SQLite's
+    ``LIKE``, which ``endswith`` becomes there, ignores the case of ASCII letters; PostgreSQL's
+    does not).
+    """
+    name = name.strip()
+    if not name:
+        return queryset.exclude(exception_class_path="")
+    tail = f".{name}"
+    return queryset.filter(
+        Q(exception_class_path=name) | Q(Exact(Right("exception_class_path", len(tail)), tail))
+    )
 
 
 @dataclass

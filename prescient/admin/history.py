@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.contrib import admin
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
@@ -32,6 +32,7 @@ from prescient.admin.display import (
 from prescient.admin.graph import LinksMixin
 from prescient.admin.rerun import RerunMixin
 from prescient.models import JobHistory
+from prescient.queries import history_with_error, history_with_exception
 
 #: Search prefixes: the rest of the term is a part of the error's text, or an exception class.
 ERROR_PREFIX = "error:"
@@ -41,21 +42,15 @@ EXCEPTION_PREFIX = "exception:"
 def search_errors(queryset: QuerySet[JobHistory], term: str) -> QuerySet[JobHistory] | None:
     """Rows whose error contains the text after ``error:`` (in any case), or whose exception class
     is the one after ``exception:`` (``builtins.TimeoutError``, or by its last parts:
-    ``TimeoutError``); None for a term with neither prefix.
-
-    A part of a text is no index lookup: the list reads rows newest first until its page is full,
-    so narrow a search of a large history by check, outcome or date.
+    ``TimeoutError``); None for a term with neither prefix. The matching is the API's
+    (``GET history?error=&exception=``): :mod:`prescient.queries`.
     """
     term = term.strip()
     lowered = term.lower()
     if lowered.startswith(ERROR_PREFIX):
-        text = term[len(ERROR_PREFIX):].strip()
-        return queryset.filter(last_error__icontains=text) if text else queryset.exclude(last_error="")
+        return history_with_error(queryset, term[len(ERROR_PREFIX):])
     if lowered.startswith(EXCEPTION_PREFIX):
-        name = term[len(EXCEPTION_PREFIX):].strip()
-        if not name:
-            return queryset.exclude(exception_class_path="")
-        return queryset.filter(Q(exception_class_path=name) | Q(exception_class_path__endswith=f".{name}"))
+        return history_with_exception(queryset, term[len(EXCEPTION_PREFIX):])
     return None
 
 

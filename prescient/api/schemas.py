@@ -197,6 +197,21 @@ class HistoryFilters(Schema):
     )
     job_id: int | None = Field(None, ge=1, le=2**63 - 1, description="Only the history row of this job.")
     rerun_of: int | None = Field(None, ge=1, le=2**63 - 1, description="Only the re-runs of this history entry.")
+    error: Text | None = Field(
+        None, max_length=500, examples=["carrier down"],
+        description=(
+            "Only jobs whose last error contains this text, in any case (empty: every job with an error). "
+            "A part of a text is no index lookup: on a large history, narrow it by check, outcome or workflow."
+        ),
+    )
+    exception: Text | None = Field(
+        None, max_length=300, examples=["TimeoutError"],
+        description=(
+            "Only jobs whose exception class is this one: by its path (`builtins.TimeoutError`) or its last "
+            "dotted parts (`TimeoutError`, `carriers.CarrierDown`), never a part of a name, case counting "
+            "(empty: every job with one)."
+        ),
+    )
     cursor: Text | None = Field(None, max_length=100, description="`next_cursor` of the previous page.")
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="Page size.")
 

@@ -35,6 +35,7 @@ from ..exceptions import (
     did_you_mean,
 )
 from ..models import FutureJob, JobHistory, Worker
+from ..queries import history_with_error, history_with_exception
 from ..states import State
 from ..wording import parse_entity
 from . import errors
@@ -375,6 +376,10 @@ def list_history(request: HttpRequest, filters: Query[HistoryFilters]) -> Any:
         queryset = queryset.filter(job_id=filters.job_id)
     if filters.rerun_of is not None:
         queryset = queryset.filter(rerun_of=filters.rerun_of)
+    if filters.error is not None:
+        queryset = history_with_error(queryset, filters.error)
+    if filters.exception is not None:
+        queryset = history_with_exception(queryset, filters.exception)
     if filters.cursor:
         queryset = queryset.filter(pk__lt=decode_cursor(filters.cursor))
     rows, next_cursor = page(queryset.order_by("-pk"), filters.limit)
