@@ -198,10 +198,10 @@ def _live(live: Any, now: datetime, report: Callable[[str], CheckHealth], names:
     """Pending, due and oldest overdue per check, from the live jobs ``live``.
 
     Exact, in one query (and on PostgreSQL a count that stops at :data:`EXACT_PENDING`), while
-    there are at most that many. Beyond (ten million jobs: a
-    ``GROUP BY`` over all of them took seconds), due and oldest overdue are still exact, from
-    the due jobs alone (the ``prescient_job_due`` index), and pending is PostgreSQL's estimate
-    per check (``pending_estimated``), from the table's statistics."""
+    there are at most that many. Beyond (ten million jobs: a ``GROUP BY`` over all of them took
+    seconds), due and oldest overdue are still exact, from the due jobs alone (the
+    ``prescient_job_due`` index), and pending is PostgreSQL's estimate per check
+    (``pending_estimated``), from the table's statistics."""
     due = Q(state=State.SCHEDULED, next_check_at__lte=now)
 
     def per_check(jobs: Any) -> list[tuple[str, int, int, datetime | None]]:
