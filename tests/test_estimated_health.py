@@ -118,7 +118,8 @@ def test_a_chart_of_a_range_too_large_to_count__is_sampled_and_says_so(admin_cli
     assert whole == exact and sum(exact.values()) == 40
     assert queries.sample_percent(JobHistory.objects.all()) is None  # 40 rows: counted
     monkeypatch.setattr(queries, "SAMPLE_ABOVE", 10)
-    assert queries.sample_percent(JobHistory.objects.all()) == pytest.approx(25.0)
+    percent = queries.sample_percent(JobHistory.objects.all())  # about 10 of the table's 40 rows
+    assert percent is not None and 20 <= percent <= 30
     monkeypatch.setattr(timezone, "now", lambda: NOW)
     page = admin_client.get("/admin/prescient/futurejob/dashboard/").content.decode()
-    assert page.count("Estimated from 25% of the history") == 2  # the day's chart and the week's
+    assert page.count("% of the history&#x27;s pages") + page.count("% of the history's pages") == 2  # day, week

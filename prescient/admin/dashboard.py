@@ -97,6 +97,13 @@ def dashboard_charts(now: datetime) -> list[Chart]:
         )
     )
 
+    # Whether the history is too large to count: asked once, of the widest range (the week's).
+    week_end = slots.floor(now, bucket_minutes(WEEK_MINUTES, slot_minutes)) + timedelta(
+        minutes=bucket_minutes(WEEK_MINUTES, slot_minutes)
+    )
+    large = sample_percent(JobHistory.objects.filter(
+        finished_at__gte=week_end - timedelta(minutes=WEEK_MINUTES), finished_at__lt=week_end
+    )) is not None
     for key, title, span, every, label_format, title_format in (
         ("day", gettext("Finished in the past %(span)s") % {"span": span_text(near)}, near, label_every(near),
          "H:i", "H:i"),
@@ -114,7 +121,7 @@ def dashboard_charts(now: datetime) -> list[Chart]:
             gettext("No job finished in this period."),
             [Series(entry.key, entry.label, colour=entry.colour) for entry in outcomes],
         )
-        sample = sample_percent(finished)  # a range too large to count: a sample, said so
+        sample = sample_percent(finished) if large else None  # a range too large to count: a sample, said so
         counts = bucket_counts(finished, "finished_at", start, minutes, key="outcome", sample_percent=sample)
         if sample is not None:
             chart.caption += " " + gettext(

@@ -197,13 +197,10 @@ class HistoryFilters(Schema):
     )
     job_id: int | None = Field(None, ge=1, le=2**63 - 1, description="Only the history row of this job.")
     rerun_of: int | None = Field(None, ge=1, le=2**63 - 1, description="Only the re-runs of this history entry.")
-    error: Text | None = Field(
-        None, max_length=500, examples=["carrier down"],
-        description=(
-            "Only jobs whose last error contains this text, in any case (empty: every job with an error). "
-            "A part of a text is no index lookup: on a large history, narrow it by check, outcome or workflow."
-        ),
-    )
+    error: Text | None = Field(None, max_length=500, examples=["carrier down"], description=(
+        "Only jobs whose last error contains this text, in any case (empty: every job with an error). "
+        "A part of a text is no index lookup: on a large history, narrow it by check, outcome or workflow."
+    ))
     exception: Text | None = Field(
         None, max_length=300, examples=["TimeoutError"],
         description=(

@@ -158,7 +158,13 @@ class HistoryPartitions(Service):
     due_at_start = True  # a tick from cron lives for seconds: it makes them at its first pass
 
     def is_due(self, survey: Survey) -> bool:
-        return connection.vendor == "postgresql" and super().is_due(survey)
+        # Partitions are there to be dropped: with history kept forever there is nothing to drop,
+        # so nothing to make, and an idle tick stays one query (rows wait in the DEFAULT
+        # partition; the first pass after a retention is set moves those of the periods it makes).
+        days = setting("HISTORY_RETENTION_DAYS")  # as history_pruner.retention() reads it
+        if connection.vendor != "postgresql" or days is None or all(value is None for value in days.values()):
+            return False
+        return super().is_due(survey)
 
     def run_once(self, now: datetime) -> int:
         return ensure_ahead(now)

@@ -120,9 +120,9 @@ class FutureJob(models.Model):
             ),
             models.Index(fields=["reserved_at"], name="prescient_job_in_flight", condition=~Q(reserved_by="")),
             models.Index(fields=["workflow", "state"], name="prescient_job_workflow"),
-            # The admin's job list, in its order, and its date drill-down (MIN/MAX): every state
-            # (migration 0025).
-            models.Index(fields=["next_check_at", "id"], name="prescient_job_next"),
+            # The admin's job list, in its order, and its date drill-down (MIN/MAX): every state;
+            # ``state`` last, for a due query the planner might send here (migration 0025).
+            models.Index(fields=["next_check_at", "id", "state"], name="prescient_job_next"),
             models.Index(
                 fields=["queue", "-priority", "next_check_at", "id"], name="prescient_task_due",
                 condition=Q(state=State.SCHEDULED) & ~Q(queue=""),

@@ -217,6 +217,16 @@ def test_a_busy_partition__is_left_for_the_next_pass(bare, monkeypatch):
 
 
 @pytest.mark.postgres
+def test_with_history_kept_forever__the_duty_is_not_due(bare, settings):
+    """Nothing to drop, nothing to make: an idle tick stays one query (tests/runtime/test_tick.py)."""
+    duty = {service.name: service for service in maintenance.registered_services()}["history_partitions"]
+    for kept in (None, {"completed": None}, {}):
+        settings.PRESCIENT = {**settings.PRESCIENT, "HISTORY_RETENTION_DAYS": kept}
+        assert not duty.is_due(Survey(due=False, stale=False))
+    settings.PRESCIENT = {**settings.PRESCIENT, "HISTORY_RETENTION_DAYS": {"failed": 3}}
+    assert duty.is_due(Survey(due=False, stale=False))
+
+
 def test_the_duty__is_registered_and_makes_the_partitions(bare):
     duty = {service.name: service for service in maintenance.registered_services()}["history_partitions"]
     assert duty.is_due(Survey(due=False, stale=False))
