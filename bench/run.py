@@ -344,8 +344,9 @@ def scale_specs(sizes: dict[str, Any]) -> list[Spec]:
             baseline, target = None, None
             if w == one and d != dues[0]:  # the cost per job flat from the smallest herd (1.25x: 0.8 of its rate)
                 baseline, target = f"scale.drain.{one}.{dues[0]}", (">=", 0.8, "ratio")
-            elif w != one:
-                baseline, target = f"scale.drain.{one}.{d}", (">=", 1.8, "ratio") if w == most else None
+            elif w != one:  # four workers share the slot: judged on the largest herd
+                baseline = f"scale.drain.{one}.{d}"
+                target = (">=", 1.8, "ratio") if w == most and d == dues[-1] else None
             out.append(Spec(f"scale.drain.{w}.{d}", f"scale: {d:,} due at once among {large:,} pending, {w} worker(s) "
                             "of 1 child", "/s", baseline, target, postgres_only=True))
     rows = f"{sizes['scale_history']:,}"
