@@ -227,6 +227,7 @@ def test_with_history_kept_forever__the_duty_is_not_due(bare, settings):
     assert duty.is_due(Survey(due=False, stale=False))
 
 
+@pytest.mark.postgres
 def test_the_duty__is_registered_and_makes_the_partitions(bare):
     duty = {service.name: service for service in maintenance.registered_services()}["history_partitions"]
     assert duty.is_due(Survey(due=False, stale=False))
