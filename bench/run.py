@@ -244,7 +244,10 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
         Spec("prune.day_partition", "prune: the same day by its partition (a pruner pass: listed, probed, dropped)",
              "s",
              "prune.day_delete", ("<=", 1.0, "value"), postgres_only=True),
-        Spec("prune.day_drop", "prune: of which the DROP TABLE", "s", postgres_only=True),
+        Spec("prune.day_detach", "prune: of which the rows out of the history (DETACH: the history locked)", "s",
+             None, ("<=", 1.0, "value"), postgres_only=True),
+        Spec("prune.day_drop", "prune: of which the detached table's DROP TABLE (no lock of the history)", "s",
+             postgres_only=True),
     ]
     mp, mh = f"{sizes['metrics_pending']:,}", f"{sizes['metrics_history']:,}"
     out += [

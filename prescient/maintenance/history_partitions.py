@@ -138,6 +138,10 @@ def drop_expired(cutoffs: dict[str, datetime], *, dry_run: bool = False) -> Drop
     """Drop the partitions whose every row is expired under ``cutoffs``; with ``dry_run``, only
     name them."""
     done = Dropped()
+    if not dry_run and cutoffs and parts.partitioned():
+        for name in parts.leftovers():  # detached by a pass that died before it dropped them
+            parts.discard(name)
+            logger.info("history partitions: %s dropped (detached by an earlier pass)", name)
     for partition in expired_partitions(cutoffs):
         rows = parts.rows(partition.name)
         if dry_run:

@@ -206,6 +206,35 @@ def test_the_default_partition_is_never_dropped(bare):
 
 
 @pytest.mark.postgres
+def test_a_partition_detached_by_a_pass_that_died__is_dropped_by_the_next(bare):
+    ensure_ahead(at(2026, 10, 1))
+    history("completed", at(2026, 10, 1, 1))
+    kept = history("completed", at(2026, 11, 29, 1))
+    october = "prescient_jobhistory_p20261001"
+    # The drop's first transaction only: the rows leave the history, the table stays.
+    assert parts.detach(october)
+    assert list(JobHistory.objects.values_list("pk", flat=True)) == [kept.pk]
+    assert october not in names()
+    assert parts.leftovers() == [october]
+    done = history_pruner.prune(NOW)
+    assert parts.leftovers() == []
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s)", [october])
+        assert cursor.fetchone()[0] is None
+    assert list(JobHistory.objects.values_list("pk", flat=True)) == [kept.pk]
+    assert done.total == 0  # its rows had left the history with the detach
+
+
+@pytest.mark.postgres
+def test_a_dropped_partition__leaves_no_table_behind(bare):
+    ensure_ahead(at(2026, 10, 1))
+    history("completed", at(2026, 10, 1, 1))
+    done = history_pruner.prune(NOW)
+    assert "prescient_jobhistory_p20261001" in done.dropped
+    assert parts.leftovers() == []
+
+
+@pytest.mark.postgres
 def test_a_busy_partition__is_left_for_the_next_pass(bare, monkeypatch):
     ensure_ahead(at(2026, 10, 1))
     history("completed", at(2026, 10, 1, 1))

@@ -30,6 +30,18 @@ def test_a_vacuum__pays_only_after_a_large_drain():
     assert not worth_vacuuming(50_000, 1_000_000)  # a big table that churns a little: autovacuum's
 
 
+def test_a_long_drain_in_a_large_table__is_vacuumed_while_it_goes_on():
+    # A million due among ten million: a fifth of the table dead comes after two million jobs,
+    # while the claims walk every dead entry at the head of the claim index (bench scale).
+    assert not worth_vacuuming(150_000, 10_000_000)
+    assert worth_vacuuming(200_000, 10_000_000)
+    assert worth_vacuuming(620_000, 100_000_000)
+    assert not worth_vacuuming(500_000, 100_000_000)
+    # The square root, not a fraction: a tenfold table waits for about three times the dead rows.
+    assert worth_vacuuming(70_000, 1_000_000)
+    assert not worth_vacuuming(70_000, 10_000_000)
+
+
 def test_the_duty__is_built_in_and_not_due_at_a_process_start(db, t0):
     duty = service()
     assert duty.own_transactions  # VACUUM cannot run in a transaction
