@@ -9,8 +9,11 @@ From the history, the jobs of each check that finished in the window (by ``finis
 - **failure rate**: failed runs (``failure_count``, retried ones included) over runs;
 - **finished**, and **failed**: those that ended ``failed``;
 - **run duration p50/p95**: each job's time per run (``total_run_seconds / run_count``, jobs that
-  ran), interpolated as PostgreSQL's ``percentile_cont``: in the aggregate on PostgreSQL, in
-  Python over each check's latest :data:`SAMPLE` jobs elsewhere;
+  ran), interpolated as PostgreSQL's ``percentile_cont``, over each check's latest :data:`SAMPLE`
+  jobs of the window (all of them, up to that many): on PostgreSQL in the aggregate's statement
+  (``percentile_cont`` over an index range per check), elsewhere in Python. At a hundred million
+  history rows a week, an hour holds 600,000 jobs, and sorting them all for the percentiles took
+  1.6 s on a loaded machine; the counts alone, 0.4 s;
 - **last error**: the newest row with an error (``last_error``), whatever its outcome.
 
 From the live table, every job of the check, whatever the window: **pending** (any state), **due**
@@ -30,8 +33,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection, connections
-from django.db.models import Aggregate, Case, Count, ExpressionWrapper, F, FloatField, Min, Q, Sum, When, Window
+from django.core.exceptions import EmptyResultSet
+from django.db import connections
+from django.db.models import Count, F, Min, Q, Sum, Window
 from django.db.models.functions import RowNumber
 
 from . import counting, limits
@@ -43,25 +47,13 @@ from .states import Outcome, State
 DEFAULT_MINUTES = 60
 #: The longest window: a week.
 MAX_MINUTES = 7 * 24 * 60
-#: Jobs read per check for its percentiles where the database has no ``percentile_cont``, newest
-#: first: a bound on the rows read, whatever the traffic.
+#: Jobs read per check for its percentiles, newest first: a bound on the rows read and sorted,
+#: whatever the traffic.
 SAMPLE = 10_000
 #: Live jobs counted per check exactly, at most; beyond, pending is the planner's estimate.
 EXACT_PENDING = 100_000
 #: Characters of an error's text kept in the report (the history row has all of it).
 ERROR_CHARS = 500
-
-
-class PercentileCont(Aggregate):
-    """PostgreSQL's ``percentile_cont(fraction) WITHIN GROUP (ORDER BY expression)``."""
-
-    function = "percentile_cont"
-    name = "PercentileCont"
-    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
-    output_field = FloatField()
-
-    def __init__(self, expression: Any, fraction: float, **extra: Any) -> None:
-        super().__init__(expression, fraction=repr(float(fraction)), **extra)
 
 
 @dataclass
@@ -150,17 +142,13 @@ def health(
     def report(name: str) -> CheckHealth:
         return reports.setdefault(name, CheckHealth(name=name))
 
-    per_run = Case(
-        When(run_count__gt=0, then=ExpressionWrapper(F("total_run_seconds") / F("run_count"), FloatField())),
-        output_field=FloatField(),
-    )
-    postgres = connection.vendor == "postgresql"
-    percentiles = {"p50": PercentileCont(per_run, 0.5), "p95": PercentileCont(per_run, 0.95)} if postgres else {}
-    # Typed loosely: the percentiles are there on PostgreSQL only.
-    totals: Iterable[Mapping[str, Any]] = finished.values("job_exec").annotate(
+    postgres = connections[finished.db].vendor == "postgresql"
+    counted = finished.values("job_exec").annotate(
         n=Count("id"), failed=Count("id", filter=Q(outcome=Outcome.FAILED)),
-        runs=Sum("run_count"), failed_runs=Sum("failure_count"), **percentiles,
+        runs=Sum("run_count"), failed_runs=Sum("failure_count"),
     )
+    # Typed loosely: the percentiles are there on PostgreSQL only.
+    totals: Iterable[Mapping[str, Any]] = _with_latest_percentiles(counted, since, now) if postgres else counted
     for row in totals:
         entry = report(row["job_exec"])
         entry.finished, entry.failed = row["n"], row["failed"]
@@ -226,6 +214,32 @@ def _live(live: Any, now: datetime, report: Callable[[str], CheckHealth], names:
             entry.pending, entry.pending_estimated = max(estimates.get(name, 0), due_count), True
         if oldest is not None:
             entry.oldest_overdue_seconds = round((now - oldest).total_seconds(), 1)
+
+
+def _with_latest_percentiles(counted: Any, since: datetime, now: datetime) -> list[dict[str, Any]]:
+    """PostgreSQL: the rows of ``counted`` (the totals per check), each with ``p50`` and ``p95``
+    of its check's latest :data:`SAMPLE` jobs of the window that ran, in one statement: an
+    index range per check (``prescient_hist_check``), newest first, never the whole window."""
+    try:
+        sql, params = counted.query.sql_with_params()
+    except EmptyResultSet:  # no check asked for (names=[])
+        return []
+    connection_ = connections[counted.db]
+    qn = connection_.ops.quote_name
+    table = qn(JobHistory._meta.db_table)
+    latest = (
+        f"SELECT h.{qn('total_run_seconds')} / h.{qn('run_count')} AS r FROM {table} h "
+        f"WHERE h.{qn('job_exec')} = t.{qn('job_exec')} AND h.{qn('finished_at')} > %s "
+        f"AND h.{qn('finished_at')} <= %s AND h.{qn('run_count')} > 0 ORDER BY h.{qn('finished_at')} DESC LIMIT %s"
+    )
+    statement = (
+        f"SELECT t.*, p.p50, p.p95 FROM ({sql}) t LEFT JOIN LATERAL (SELECT percentile_cont(0.5) WITHIN GROUP "
+        f"(ORDER BY s.r) AS p50, percentile_cont(0.95) WITHIN GROUP (ORDER BY s.r) AS p95 FROM ({latest}) s) p ON true"
+    )
+    with connection_.cursor() as cursor:
+        cursor.execute(statement, [*params, since, now, SAMPLE])
+        columns = [column[0] for column in cursor.description]
+        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
 
 def _sample_percentiles(finished: Any, reports: dict[str, CheckHealth]) -> None:

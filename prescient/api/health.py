@@ -42,8 +42,8 @@ class CheckHealthOut(Schema):
     runs_per_minute: float = Field(description="`runs` over the window's minutes.")
     failure_rate: float | None = Field(description="`failed_runs / runs`, 0 to 1; null when nothing ran.")
     run_seconds_p50: float | None = Field(
-        description=f"Time per run of the window's jobs (`percentile_cont`); null when none ran. Off "
-                    f"PostgreSQL, of each check's latest {SAMPLE:,} jobs."
+        description=f"Time per run of each check's latest {SAMPLE:,} jobs of the window (interpolated as "
+                    "`percentile_cont`); null when none ran."
     )
     run_seconds_p95: float | None
     last_error: LastErrorOut | None = Field(description="The newest job of the window with an error.")
