@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import IntegerField, QuerySet, Subquery
 
 #: Rows counted one by one before a count becomes the planner's estimate (PostgreSQL only):
 #: counting a million rows exactly takes longer than a scrape may (as Oban Met does).
@@ -47,6 +47,18 @@ def capped_counts(querysets: Mapping[str, QuerySet[Any]], limit: int) -> dict[st
         cursor.execute("SELECT " + ", ".join(parts), params)
         row = cursor.fetchone()
     return {name: (int(n) if n <= limit else None) for name, n in zip(querysets, row, strict=True)}
+
+
+class CappedCount(Subquery):
+    """:func:`capped_counts`' count as an expression, for an annotation: how many rows
+    ``queryset`` has (it may name the outer row with ``OuterRef``), counting at most
+    ``limit + 1``: a value above ``limit`` means "more" (:func:`beyond` then says how many).
+    Each row of the outer query reads at most ``limit + 1`` index entries."""
+
+    template = "(SELECT COUNT(*) FROM (%(subquery)s) AS capped)"
+
+    def __init__(self, queryset: QuerySet[Any], limit: int) -> None:
+        super().__init__(queryset.order_by().values("pk")[: limit + 1], output_field=IntegerField())
 
 
 def estimated_count(queryset: QuerySet[Any]) -> int:
@@ -87,16 +99,18 @@ def estimated_per_value(model: type[Any], column: str, using: str) -> dict[str, 
     return {value: round(frequency * rows) for value, frequency in zip(values or [], frequencies or [], strict=False)}
 
 
+def beyond(queryset: QuerySet[Any], counted: int) -> tuple[int, bool]:
+    """``(rows, exact)`` of ``queryset``, known to have more than ``counted`` rows: the planner's
+    estimate (never below ``counted + 1``) on PostgreSQL, an exact count elsewhere."""
+    if connections[queryset.db].vendor != "postgresql":
+        return queryset.order_by().count(), True
+    return max(estimated_count(queryset), counted + 1), False
+
+
 def counts(querysets: Mapping[str, QuerySet[Any]], exact_up_to: int = EXACT_COUNT_LIMIT) -> dict[str, tuple[int, bool]]:
     """``{name: (rows, exact)}``: exact up to ``exact_up_to`` rows (one statement for all), then
     the planner's estimate on PostgreSQL (never below what was counted), an exact count elsewhere."""
     out: dict[str, tuple[int, bool]] = {}
     for name, n in capped_counts(querysets, exact_up_to).items():
-        queryset = querysets[name]
-        if n is not None:
-            out[name] = (n, True)
-        elif connections[queryset.db].vendor != "postgresql":
-            out[name] = (queryset.order_by().count(), True)
-        else:
-            out[name] = (max(estimated_count(queryset), exact_up_to + 1), False)
+        out[name] = (n, True) if n is not None else beyond(querysets[name], exact_up_to)
     return out
