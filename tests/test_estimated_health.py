@@ -1,6 +1,6 @@
 """Past a bound, the dashboard's and the status's counts are PostgreSQL's estimates, never a
-scan of the live table (#36 item 1): per state and due (prescient.status), pending per check
-(prescient.health), said so wherever shown. The bounds are lowered so that a few rows pass them;
+scan of the live table (#36 item 1): per state and due (prescient.status), pending and due per
+check (prescient.health), said so wherever shown. The bounds are lowered so that a few rows pass them;
 after ANALYZE of a table this small, the statistics hold every row, so the estimates are exact."""
 
 from __future__ import annotations
@@ -56,10 +56,59 @@ def test_the_estimate_reads_no_row_of_the_live_table(live, low_bounds):
     with CaptureQueriesContext(connection) as queries:
         health(NOW)
     live = [q["sql"] for q in queries.captured_queries if "prescient_futurejob" in q["sql"]]
-    grouped = [sql for sql in live if "GROUP BY" in sql]
-    # A count that stops at EXACT_PENDING + 1 rows, then the due jobs' aggregate (the due index).
+    # A count that stops at EXACT_PENDING + 1 rows, the walk of the checks' due index, and counts
+    # of each check's due jobs that stop at EXACT_DUE + 1: no aggregate over the due jobs.
     assert any("COUNT(*)" in sql and "LIMIT 6" in sql for sql in live)
-    assert len(grouped) == 1 and "next_check_at" in grouped[0].split("WHERE", 1)[1]
+    assert len([sql for sql in live if "WITH RECURSIVE" in sql]) == 1
+    assert any(f"LIMIT {health_module.EXACT_DUE + 1}" in sql for sql in live)
+    assert not [sql for sql in live if "GROUP BY" in sql]
+
+
+def test_due_per_check__estimated_past_its_bound_the_oldest_still_exact(live, low_bounds, monkeypatch):
+    """#36: a backlog of due jobs is counted per check up to EXACT_DUE, then estimated."""
+    monkeypatch.setattr(health_module, "EXACT_DUE", 2)
+    report = {c.name: (c.due, c.due_estimated, c.oldest_overdue_seconds) for c in health(NOW).checks}
+    if connection.vendor != "postgresql":  # counted exactly
+        assert report == {"test.bill": (3, False, 180.0), "test.ship": (0, False, None)}
+        return
+    (bill_due, bill_estimated, bill_oldest), ship = report["test.bill"], report["test.ship"]
+    assert bill_estimated and bill_due >= 3 and bill_oldest == 180.0
+    assert ship == (0, False, None)
+    printed = StringIO()
+    call_command("prescient_status", "--now", NOW.isoformat(), stdout=printed)
+    assert f"due=~{bill_due}" in printed.getvalue()
+
+
+def test_due_per_check__the_queries_do_not_grow_with_the_backlog(live, low_bounds, monkeypatch):
+    """The due jobs of a check are counted up to the bound, whatever their number: as many
+    queries, and the same bounded counts, with 3 or 23 due jobs."""
+    monkeypatch.setattr(health_module, "EXACT_DUE", 2)
+
+    def live_queries() -> list[str]:
+        with CaptureQueriesContext(connection) as queries:
+            health(NOW)
+        return [q["sql"] for q in queries.captured_queries if "prescient_futurejob" in q["sql"]]
+
+    before = live_queries()
+    for key in range(20):
+        pending("test.bill", f"late{key}", NOW - (key + 1) * M)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {FutureJob._meta.db_table}")
+    after = live_queries()
+    assert len(after) == len(before)
+    if connection.vendor == "postgresql":
+        assert any("LIMIT 3" in sql for sql in after) and not any("GROUP BY" in sql for sql in after)
+
+
+def test_the_dashboard_and_the_api_mark_an_estimated_due(live, low_bounds, monkeypatch, admin_client):
+    from django.utils import timezone
+
+    monkeypatch.setattr(health_module, "EXACT_DUE", 2)
+    monkeypatch.setattr(timezone, "now", lambda: NOW)
+    page = admin_client.get("/admin/prescient/futurejob/dashboard/").content.decode()
+    # Scheduled, all and pending of each check (test_the_dashboard_marks_estimates), and test.bill's due.
+    assert page.count('class="prescient-approx"') == (5 if connection.vendor == "postgresql" else 0)
 
 
 def test_under_the_bound__exact_and_not_marked(live):

@@ -237,6 +237,7 @@ def health_table(site: admin.AdminSite, request: HttpRequest, report: Health) ->
             "pending_url": admin_url(site, FutureJob, "changelist", job_exec=check.name),
             "late": None if check.oldest_overdue_seconds is None else offset_text(check.oldest_overdue_seconds),
             "due": check.due,
+            "due_approx": check.due_estimated,
             "held": check.held,
             "held_by": ", ".join(f"{name} {count}" for name, count in sorted(check.held_by.items())),
             "due_url": admin_url(

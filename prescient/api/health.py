@@ -52,6 +52,10 @@ class CheckHealthOut(Schema):
         description="Whether `pending` is PostgreSQL's estimate (beyond 100,000 live jobs), not a count."
     )
     due: int = Field(description="Scheduled jobs whose time has come.")
+    due_estimated: bool = Field(
+        description="Whether `due` is PostgreSQL's estimate (beyond 100,000 live jobs and 10,000 due in the "
+                    "check), not a count."
+    )
     oldest_overdue_seconds: float | None = Field(description="How late the most overdue of those is.")
     held: int = Field(description="Of the due jobs, those a full limit or an empty rate bucket holds back.")
     held_by: dict[str, int] = Field(description="The same, per limit or rate (by name).")

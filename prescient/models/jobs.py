@@ -120,6 +120,12 @@ class FutureJob(models.Model):
             ),
             models.Index(fields=["reserved_at"], name="prescient_job_in_flight", condition=~Q(reserved_by="")),
             models.Index(fields=["workflow", "state"], name="prescient_job_workflow"),
+            # The scheduled jobs by check, then due time: each check's oldest due job and a count of
+            # its due jobs that stops at a bound, past 100,000 live jobs (prescient/health.py, 0026).
+            models.Index(
+                fields=["job_exec", "next_check_at", "id"], name="prescient_job_check_due",
+                condition=Q(state=State.SCHEDULED),
+            ),
             # The admin's job list, in its order, and its date drill-down (MIN/MAX): every state;
             # ``state`` last, for a due query the planner might send here (migration 0025).
             models.Index(fields=["next_check_at", "id", "state"], name="prescient_job_next"),

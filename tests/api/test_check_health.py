@@ -31,7 +31,8 @@ def test_the_health_of_each_check(hour, at_now):  # noqa: F811
     assert bill == {
         "name": "test.bill", "finished": 0, "failed": 0, "runs": 0, "failed_runs": 0, "runs_per_minute": 0.0,
         "failure_rate": None, "run_seconds_p50": None, "run_seconds_p95": None, "last_error": None,
-        "pending": 3, "pending_estimated": False, "due": 2, "oldest_overdue_seconds": 1800.0, "held": 0,
+        "pending": 3, "pending_estimated": False, "due": 2, "due_estimated": False,
+        "oldest_overdue_seconds": 1800.0, "held": 0,
         "held_by": {},
     }
     assert ship == {
@@ -42,7 +43,8 @@ def test_the_health_of_each_check(hour, at_now):  # noqa: F811
             "exception_class": "builtins.TimeoutError", "error": "TimeoutError: carrier down\nTraceback ...",
             "entity_name": "testapp.thing", "entity_key": "7",
         },
-        "pending": 1, "pending_estimated": False, "due": 0, "oldest_overdue_seconds": None, "held": 0,
+        "pending": 1, "pending_estimated": False, "due": 0, "due_estimated": False,
+        "oldest_overdue_seconds": None, "held": 0,
         "held_by": {},
     }
 

@@ -48,7 +48,8 @@ def test_json__the_health_of_each_check(hour):  # noqa: F811
     assert bill == {
         "name": "test.bill", "finished": 0, "failed": 0, "runs": 0, "failed_runs": 0, "runs_per_minute": 0.0,
         "failure_rate": None, "run_seconds_p50": None, "run_seconds_p95": None, "last_error": None,
-        "pending": 3, "pending_estimated": False, "due": 2, "oldest_overdue_seconds": 1800.0, "held": 0,
+        "pending": 3, "pending_estimated": False, "due": 2, "due_estimated": False,
+        "oldest_overdue_seconds": 1800.0, "held": 0,
         "held_by": {},
     }
     assert (ship["finished"], ship["runs"], ship["failed_runs"]) == (5, 11, 8)

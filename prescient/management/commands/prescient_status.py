@@ -131,10 +131,11 @@ def health_figures(check: CheckHealth) -> str:
     rate = "-" if check.failure_rate is None else f"{check.failure_rate:.1%}"
     late = "-" if check.oldest_overdue_seconds is None else offset_text(check.oldest_overdue_seconds)
     pending = f"{'~' if check.pending_estimated else ''}{check.pending}"
+    due = f"{'~' if check.due_estimated else ''}{check.due}"
     return (
         f"runs={check.runs} ({check.runs_per_minute:g}/min) failed runs={check.failed_runs} failure rate={rate} "
         f"finished={check.finished} failed={check.failed} run time p50={seconds(check.run_seconds_p50)} "
-        f"p95={seconds(check.run_seconds_p95)} pending={pending} due={check.due} oldest overdue={late}"
+        f"p95={seconds(check.run_seconds_p95)} pending={pending} due={due} oldest overdue={late}"
     ) + (f" held={check.held} ({held_by(check.held_by)})" if check.held else "")
 
 
