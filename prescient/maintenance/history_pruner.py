@@ -177,8 +177,8 @@ def prune(
 
 def prune_all(now: datetime, *, batch_size: int | None = None) -> Pruned:
     """Delete every row expired as of ``now`` (``prescient_prune``), each step waiting for the
-    upkeep duty's lock: a worker's or a tick's batch in progress ends first, and theirs wait
-    for the command's, so when it returns no expired row is left."""
+    upkeep duty's lock: a worker's or a tick's batch in progress ends first, and their passes
+    stop at a batch of the command's, so when it returns no expired row is left."""
     return prune(now, batch_size=batch_size, lock=lock_name(HistoryPruner.name), wait=True)
 
 

@@ -27,6 +27,7 @@ from prescient.engine.store import CHANNEL, STOP_CHANNEL, can_listen
 
 logger = logging.getLogger(__name__)
 
+
 def listen_alias() -> str:
     """The alias whose connection parameters the listener uses: ``LISTEN_DATABASE``, or the default."""
     alias = setting("LISTEN_DATABASE")
