@@ -74,10 +74,8 @@ DEFAULTS: dict[str, Any] = {
     # metrics and prescient_status read, e.g. a streaming replica; None: the default database.
     # Writes and claims always go to the default one (prescient/reads.py).
     "READ_DATABASE": None,
-    # The database alias (of DATABASES) whose connection parameters the worker's LISTEN
-    # connection uses: one that reaches the same database directly (or through a session-mode
-    # pool) when the default one goes through a pooler in transaction mode, where LISTEN hears
-    # nothing (docs/operations.md, "PgBouncer"); None: the default database.
+    # The alias whose parameters the worker's LISTEN connection uses: a direct one beside a pooler
+    # in transaction mode, where LISTEN hears nothing (docs/operations.md, "PgBouncer"); None: default.
     "LISTEN_DATABASE": None,
 }
 
@@ -255,7 +253,6 @@ def _retention(key: str, retention: Any) -> list[Problem]:
 
 def _alias(diagnostic: str) -> Callable[[str, Any], list[Problem]]:
     """A rule for a setting that is None or an alias of ``DATABASES``, reported as ``diagnostic``."""
-
     def rule(key: str, alias: Any) -> list[Problem]:
         if alias is None or (isinstance(alias, str) and alias in settings.DATABASES):
             return []
