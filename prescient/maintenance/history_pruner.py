@@ -15,17 +15,17 @@ stopped with rows left, it runs again at the next pass until it has caught up.
 The duty and the command share one lock (the duty's advisory lock, see
 :func:`prescient.maintenance.lock_name`), a transaction-level one taken in each of their
 transactions: each batch is a transaction that takes the lock, deletes and commits (and so is the
-step that drops the expired partitions). The duty ends its pass at the first batch whose lock is
-not granted (another process is pruning; a pass that did nothing raises
-:class:`prescient.maintenance.Busy`), and the command waits for the lock at each batch. Two
-pruners deleting side by side would pick the same oldest rows: on PostgreSQL the second one's
-DELETE waits for the first, finds them gone and comes back short, which reads as "nothing left"
-(rows stayed expired), and two DELETEs that lock the same rows in different orders can deadlock.
-One batch at a time, each seeing what the one before it committed, a short batch means that no
-expired row of that outcome is left. A transaction-level lock goes with its transaction's commit,
-on whatever server connection a pooler lent it: a session lock would be released by a statement
-of its own, which a pooler in transaction mode may send to another server connection, leaving
-the lock held (docs/operations.md, "PgBouncer").
+step that finds and detaches the expired partitions; their tables are dropped after its commit).
+The duty ends its pass at the first batch whose lock is not granted (another process is pruning;
+a pass that did nothing raises :class:`prescient.maintenance.Busy`), and the command waits for
+the lock at each batch. Two pruners deleting side by side would pick the same oldest rows: on
+PostgreSQL the second one's DELETE waits for the first, finds them gone and comes back short,
+which reads as "nothing left" (rows stayed expired), and two DELETEs that lock the same rows in
+different orders can deadlock. One batch at a time, each seeing what the one before it
+committed, a short batch means that no expired row of that outcome is left. A transaction-level
+lock goes with its transaction's commit, on whatever server connection a pooler lent it: a
+session lock would be released by a statement of its own, which a pooler in transaction mode may
+send to another server connection, leaving the lock held (docs/operations.md, "PgBouncer").
 
 Judged as of ``now``, but never later than the database's clock: a replay's ``now`` in the
 future does not delete history that has not expired yet.
@@ -146,10 +146,10 @@ def prune(
             yield mine
 
     if connection.vendor == "postgresql":  # elsewhere there are no partitions
-        with step() as mine:
-            if not mine:
-                return done
-            dropped = history_partitions.drop_expired(done.cutoffs)
+        # Found and detached in one step; their tables dropped after it, outside the lock.
+        dropped = history_partitions.drop_expired(done.cutoffs, locked=step)
+        if done.yielded:
+            return done
         done.dropped = dropped.partitions
         if dropped.busy:
             done.complete = False
