@@ -40,8 +40,9 @@ def expired_rows(count, t0):
 
 
 def holders(name: str) -> list[tuple[int, bool]]:
-    """``(pid, granted)`` of every session holding or waiting for the advisory lock ``name``
-    (a two-key lock: classid, objid as an oid, objsubid 2), read on a connection of its own."""
+    """``(pid, granted)`` of every session holding or waiting for the advisory lock ``name`` in
+    this database (a two-key lock: classid, objid as an oid, objsubid 2; other databases of a
+    shared cluster have pruners of their own), read on a connection of its own."""
     import psycopg
 
     key1, key2 = store._lock_key(name)
@@ -51,7 +52,7 @@ def holders(name: str) -> list[tuple[int, bool]]:
     with psycopg.connect(autocommit=True, **params) as other:
         rows = other.execute(
             "SELECT pid, granted FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s "
-            "AND objsubid = 2",
+            "AND objsubid = 2 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
             [key1, key2 & 0xFFFFFFFF],
         ).fetchall()
     return [(int(pid), bool(granted)) for pid, granted in rows]
