@@ -74,6 +74,9 @@ DEFAULTS: dict[str, Any] = {
     # metrics and prescient_status read, e.g. a streaming replica; None: the default database.
     # Writes and claims always go to the default one (prescient/reads.py).
     "READ_DATABASE": None,
+    # The alias whose parameters the worker's LISTEN connection uses: a direct one beside a pooler
+    # in transaction mode, where LISTEN hears nothing (docs/operations.md, "PgBouncer"); None: default.
+    "LISTEN_DATABASE": None,
 }
 
 
@@ -248,12 +251,15 @@ def _retention(key: str, retention: Any) -> list[Problem]:
     return problems
 
 
-def _read_database(key: str, alias: Any) -> list[Problem]:
-    """None, or an alias of ``DATABASES`` (prescient.reads)."""
-    if alias is None or (isinstance(alias, str) and alias in settings.DATABASES):
-        return []
-    return [Problem(key, alias, "None (the default database) or an alias of DATABASES", diagnostics.READ_DATABASE.id,
-                    hint=f"DATABASES has {', '.join(map(repr, settings.DATABASES))}; got {alias!r}")]
+def _alias(diagnostic: str) -> Callable[[str, Any], list[Problem]]:
+    """A rule for a setting that is None or an alias of ``DATABASES``, reported as ``diagnostic``."""
+    def rule(key: str, alias: Any) -> list[Problem]:
+        if alias is None or (isinstance(alias, str) and alias in settings.DATABASES):
+            return []
+        return [Problem(key, alias, "None (the default database) or an alias of DATABASES", diagnostic,
+                        hint=f"DATABASES has {', '.join(map(repr, settings.DATABASES))}; got {alias!r}")]
+
+    return rule
 
 
 #: The rules of ``PRESCIENT``, by key: a Rule, or a function ``(key, value) -> problems``.
@@ -303,7 +309,8 @@ RULES: dict[str, Rule | Callable[[str, Any], list[Problem]]] = {
         diagnostics.CALENDARS_NOT_DICT.id,
     ),
     "SAVE_NOTICES": Rule("True or False", lambda v: isinstance(v, bool), diagnostics.SAVE_NOTICES.id),
-    "READ_DATABASE": _read_database,
+    "READ_DATABASE": _alias(diagnostics.READ_DATABASE.id),  # prescient.reads
+    "LISTEN_DATABASE": _alias(diagnostics.LISTEN_DATABASE.id),  # prescient.runtime.listener
 }
 
 

@@ -4,7 +4,7 @@ and docs/system-checks.md is rendered from it (``scripts/system-checks-table``),
 is written once, here: ``tests/test_system_checks.py`` fails if an id literal appears anywhere
 else in prescient/ or twice in this table.
 
-Ids: E001–E017 the ``PRESCIENT`` settings, E010 registered checks, E020–E023 a task backend (its
+Ids: E001–E018 the ``PRESCIENT`` settings, E010 registered checks, E020–E023 a task backend (its
 ``OPTIONS``, its app), E030–E032 calendars and expectations; W… warnings, I… deployment information.
 """
 
@@ -61,6 +61,10 @@ SAVE_NOTICES = Diagnostic("prescient.E015", ERROR, "`SAVE_NOTICES` is not True o
 READ_DATABASE = Diagnostic(
     "prescient.E016", ERROR, "`READ_DATABASE` is neither `None` nor an alias of `DATABASES`",
     "the hint lists the aliases of `DATABASES` ([operations.md](operations.md#reads-off-the-primary))",
+)
+LISTEN_DATABASE = Diagnostic(
+    "prescient.E018", ERROR, "`LISTEN_DATABASE` is neither `None` nor an alias of `DATABASES`",
+    "the hint lists the aliases of `DATABASES` ([operations.md](operations.md#pgbouncer))",
 )
 BATCH_SIZE = Diagnostic("prescient.E006", ERROR, "`BATCH_SIZE` is not a whole number from 1 to 10,000", SEE_HINT)
 STALE_AFTER = Diagnostic(

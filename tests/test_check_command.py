@@ -46,6 +46,7 @@ BAD: dict[str, list[tuple[Any, str]]] = {
     "MAX_CRASHES": [(0, "E009")],
     "SAVE_NOTICES": [("yes", "E015")],
     "READ_DATABASE": [("nowhere", "E016"), (1, "E016")],
+    "LISTEN_DATABASE": [("nowhere", "E018"), (1, "E018")],
     "HISTORY_PARTITION": [("week", "E017"), (None, "E017")],
     "CALENDARS": [
         (5, "E030"),

@@ -7,8 +7,13 @@ transaction-level advisory lock, never waited for), so ten workers do not all bu
 rows. River's ``internal/maintenance`` and Oban's plugins are the models.
 
 A duty runs in one transaction (holding its lock) unless it says it commits as it goes
-(``own_transactions``): then its lock is the session's, and each of its statements is a short
-transaction of its own (the history pruner's batches). A command that does a duty's work by hand
+(``own_transactions``). Such a duty either takes its lock itself in each of its transactions
+(``locks_each_transaction``: the history pruner, a transaction-level lock per batch, raising
+:class:`Busy` when the first is not granted) or, when its work cannot run in a transaction at all
+(``VACUUM``: :mod:`.live_vacuum`), runs under a session-level lock whose unlock is checked
+(:func:`prescient.engine.store.exclusive`). Only a transaction-level lock is safe behind a
+pooler in transaction mode: a session lock's unlock may run on another server connection, and
+the lock stays held (docs/operations.md, "PgBouncer"). A command that does a duty's work by hand
 takes the same lock (:func:`lock_name`), waiting for it: ``prescient_prune`` and the pruners of
 running workers never delete side by side.
 
@@ -23,6 +28,7 @@ with :func:`register`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import Counter
@@ -38,12 +44,17 @@ from prescient.engine.sweep import survey as take_survey
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Service", "lock_name", "register", "register_builtin", "registered_services", "run_due"]
+__all__ = ["Busy", "Service", "lock_name", "register", "register_builtin", "registered_services", "run_due"]
 
 
 def lock_name(duty: str) -> str:
     """The name of the advisory lock the duty ``duty`` runs under (see the module's docs)."""
     return f"maintenance:{duty}"
+
+
+class Busy(Exception):
+    """Raised by a duty that takes its lock in each of its transactions (``Service.locks_each_transaction``)
+    when the first was not granted: another process is running it, and this pass did nothing."""
 
 
 class Service:
@@ -55,6 +66,10 @@ class Service:
     interval: ClassVar[float] = 3600.0
     #: Whether ``run_once`` commits as it goes (run outside a transaction) instead of in one.
     own_transactions: ClassVar[bool] = False
+    #: With ``own_transactions``: whether ``run_once`` takes the duty's lock itself, a
+    #: transaction-level lock in each of its transactions (raising :class:`Busy` when the first is
+    #: not granted), rather than run under a session-level lock :func:`run_due` takes around it.
+    locks_each_transaction: ClassVar[bool] = False
     #: Whether the first pass of a process runs it (a tick from cron lives for seconds: a duty
     #: that waits a whole ``interval`` first would never run in it).
     due_at_start: ClassVar[bool] = False
@@ -121,13 +136,20 @@ def run_due(now: datetime, *, survey: Survey | None = None, said: Counter[str] |
             logger.debug("upkeep %s: skipped inside a transaction", service.name)
             continue
         service.last_run = time.monotonic()
-        hold = not service.own_transactions
-        with store.exclusive(lock_name(service.name), hold_transaction=hold) as mine:
+        if service.locks_each_transaction:
+            lock: contextlib.AbstractContextManager[bool] = contextlib.nullcontext(True)
+        else:
+            lock = store.exclusive(lock_name(service.name), hold_transaction=not service.own_transactions)
+        with lock as mine:
             if not mine:
                 logger.debug("upkeep %s: another process is running it", service.name)
                 continue
             service.said = Counter()
-            done[service.name] = service.run_once(now)
+            try:
+                done[service.name] = service.run_once(now)
+            except Busy:
+                logger.debug("upkeep %s: another process is running it", service.name)
+                continue
             if said is not None:
                 said.update(service.said)
     return done

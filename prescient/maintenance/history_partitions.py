@@ -20,6 +20,8 @@ goes once it is past every cut-off. The DEFAULT partition is never dropped.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -134,23 +136,37 @@ def expired_partitions(cutoffs: dict[str, datetime]) -> list[parts.Partition]:
     return found
 
 
-def drop_expired(cutoffs: dict[str, datetime], *, dry_run: bool = False) -> Dropped:
+def drop_expired(
+    cutoffs: dict[str, datetime], *, dry_run: bool = False,
+    locked: Callable[[], AbstractContextManager[bool]] | None = None,
+) -> Dropped:
     """Drop the partitions whose every row is expired under ``cutoffs``; with ``dry_run``, only
-    name them."""
+    name them. ``locked``: makes the transaction (yielding whether to go on) in which they are
+    found and detached, holding the pruner's lock (:func:`prescient.maintenance.history_pruner.prune`);
+    the detached tables are dropped after its commit, under no lock of the history table."""
     done = Dropped()
-    if not dry_run and cutoffs and parts.partitioned():
+    if dry_run:
+        for partition in expired_partitions(cutoffs):
+            done.partitions[partition.name] = parts.rows(partition.name)
+        return done
+    if cutoffs and parts.partitioned():
         for name in parts.leftovers():  # detached by a pass that died before it dropped them
             parts.discard(name)
             logger.info("history partitions: %s dropped (detached by an earlier pass)", name)
-    for partition in expired_partitions(cutoffs):
-        rows = parts.rows(partition.name)
-        if dry_run:
-            done.partitions[partition.name] = rows
-        elif parts.drop(partition.name):
-            done.partitions[partition.name] = rows
-            logger.info("history partitions: %s dropped (about %d rows)", partition.name, rows)
-        else:
-            done.busy.append(partition.name)
+    detached: dict[str, int] = {}
+    with locked() if locked is not None else nullcontext(True) as mine:
+        if not mine:
+            return done
+        for partition in expired_partitions(cutoffs):
+            rows = parts.rows(partition.name)
+            if parts.detach(partition.name):
+                detached[partition.name] = rows
+            else:
+                done.busy.append(partition.name)
+    for name, rows in detached.items():
+        parts.discard(name)
+        done.partitions[name] = rows
+        logger.info("history partitions: %s dropped (about %d rows)", name, rows)
     return done
 
 

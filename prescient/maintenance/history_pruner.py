@@ -13,12 +13,19 @@ stopped with rows left, it runs again at the next pass until it has caught up.
 ``manage.py prescient_prune`` drains everything at once (:func:`prune_all`).
 
 The duty and the command share one lock (the duty's advisory lock, see
-:func:`prescient.maintenance.lock_name`): the duty skips a pass while the command holds it, and
-the command waits for a pass in progress to end. Two pruners deleting side by side would pick the
-same oldest rows: on PostgreSQL the second one's DELETE waits for the first, finds them gone and
-comes back short, which reads as "nothing left" (rows stayed expired), and two DELETEs that lock
-the same rows in different orders can deadlock. One at a time, a short batch means that no
-expired row of that outcome is left.
+:func:`prescient.maintenance.lock_name`), a transaction-level one taken in each of their
+transactions: each batch is a transaction that takes the lock, deletes and commits (and so is the
+step that finds and detaches the expired partitions; their tables are dropped after its commit).
+The duty ends its pass at the first batch whose lock is not granted (another process is pruning;
+a pass that did nothing raises :class:`prescient.maintenance.Busy`), and the command waits for
+the lock at each batch. Two pruners deleting side by side would pick the same oldest rows: on
+PostgreSQL the second one's DELETE waits for the first, finds them gone and comes back short,
+which reads as "nothing left" (rows stayed expired), and two DELETEs that lock the same rows in
+different orders can deadlock. One batch at a time, each seeing what the one before it
+committed, a short batch means that no expired row of that outcome is left. A transaction-level
+lock goes with its transaction's commit, on whatever server connection a pooler lent it: a
+session lock would be released by a statement of its own, which a pooler in transaction mode may
+send to another server connection, leaving the lock held (docs/operations.md, "PgBouncer").
 
 Judged as of ``now``, but never later than the database's clock: a replay's ``now`` in the
 future does not delete history that has not expired yet.
@@ -33,8 +40,12 @@ better dropped than deleted.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+
+from django.db import connection
 
 from prescient.clock import db_now
 from prescient.conf import setting
@@ -43,7 +54,7 @@ from prescient.engine.sweep import Survey
 from prescient.models import JobHistory
 from prescient.states import Outcome
 
-from . import Service, history_partitions, lock_name
+from . import Busy, Service, history_partitions, lock_name
 
 #: Rows deleted by one statement.
 BATCH_SIZE = 1000
@@ -78,6 +89,9 @@ class Pruned:
     #: The history partitions dropped whole (or that would be, in a dry run), with about how
     #: many rows each (PostgreSQL's count as of its last ANALYZE); not in ``removed``.
     dropped: dict[str, int] = field(default_factory=dict)
+    #: True when it stopped because another process held the lock (``prune(lock=…)``): that
+    #: one goes on pruning.
+    yielded: bool = False
 
     @property
     def total(self) -> int:
@@ -101,19 +115,45 @@ def prune(
     batch_size: int | None = None,
     max_batches: int | None = None,
     resume: dict[str, datetime] | None = None,
+    lock: str | None = None,
+    wait: bool = False,
 ) -> Pruned:
     """Delete the rows expired as of ``now``, batch by batch (of :data:`BATCH_SIZE` rows unless
     told), oldest first within each outcome; with ``max_batches``, stop after that many batches
     that deleted something. ``resume``: where an earlier prune that stopped at its bound got to
     (its ``Pruned.resume``): each outcome starts there rather than stepping over the index
-    entries of the rows it deleted (until the table is vacuumed, they are still there)."""
+    entries of the rows it deleted (until the table is vacuumed, they are still there).
+
+    ``lock``: the advisory lock each step (the partitions dropped, then each batch) takes in its
+    own transaction: waited for with ``wait``; otherwise a step whose lock is not granted ends the
+    prune (``yielded``), and :class:`prescient.maintenance.Busy` is raised when it was the first."""
     size = batch_size or BATCH_SIZE
     done = Pruned(cutoffs(now), resume=dict(resume or {}))
-    dropped = history_partitions.drop_expired(done.cutoffs)
-    done.dropped = dropped.partitions
-    if dropped.busy:
-        done.complete = False
-        return done
+    steps = 0
+
+    @contextmanager
+    def step() -> Iterator[bool]:
+        nonlocal steps
+        if lock is None:
+            yield True
+            return
+        with store.exclusive(lock, wait=wait) as mine:
+            if not mine:
+                if not steps:
+                    raise Busy(lock)
+                done.yielded, done.complete = True, False
+            steps += 1
+            yield mine
+
+    if connection.vendor == "postgresql":  # elsewhere there are no partitions
+        # Found and detached in one step; their tables dropped after it, outside the lock.
+        dropped = history_partitions.drop_expired(done.cutoffs, locked=step)
+        if done.yielded:
+            return done
+        done.dropped = dropped.partitions
+        if dropped.busy:
+            done.complete = False
+            return done
     batches = 0
     for outcome, before in done.cutoffs.items():
         done.removed[outcome] = done.removed.get(outcome, 0)
@@ -121,7 +161,10 @@ def prune(
             if max_batches is not None and batches >= max_batches:
                 done.complete = False
                 return done
-            deleted, newest = store.prune_history(outcome, before, size, after=done.resume.get(outcome))
+            with step() as mine:
+                if not mine:
+                    return done
+                deleted, newest = store.prune_history(outcome, before, size, after=done.resume.get(outcome))
             done.removed[outcome] += deleted
             if newest is not None:
                 done.resume[outcome] = newest
@@ -133,17 +176,17 @@ def prune(
 
 
 def prune_all(now: datetime, *, batch_size: int | None = None) -> Pruned:
-    """Delete every row expired as of ``now`` (``prescient_prune``), holding the upkeep duty's
-    lock: it waits for a worker's or a tick's pruning pass to end, and none starts until it is
-    done, so when it returns no expired row is left."""
-    with store.exclusive(lock_name(HistoryPruner.name), hold_transaction=False, wait=True):
-        return prune(now, batch_size=batch_size)
+    """Delete every row expired as of ``now`` (``prescient_prune``), each step waiting for the
+    upkeep duty's lock: a worker's or a tick's batch in progress ends first, and their passes
+    stop at a batch of the command's, so when it returns no expired row is left."""
+    return prune(now, batch_size=batch_size, lock=lock_name(HistoryPruner.name), wait=True)
 
 
 class HistoryPruner(Service):
     name = "history_pruner"
     interval = 600.0
     own_transactions = True
+    locks_each_transaction = True  # a transaction-level lock per batch (see the module's docs)
     due_at_start = True  # every cron tick prunes a little (a pass is at most BATCHES_PER_RUN batches)
 
     def __init__(self) -> None:
@@ -159,7 +202,11 @@ class HistoryPruner(Service):
     def run_once(self, now: datetime) -> int:
         # While catching up, each pass goes on where the last one stopped; once caught up, the
         # next pass starts from the oldest row again (whatever appeared meanwhile is seen).
-        done = prune(min(now, db_now()), max_batches=BATCHES_PER_RUN, resume=self.resume if self.behind else None)
-        self.behind = not done.complete
+        # Another process pruning (Busy, or a batch whose lock it held) carries on from there.
+        done = prune(
+            min(now, db_now()), max_batches=BATCHES_PER_RUN, resume=self.resume if self.behind else None,
+            lock=lock_name(self.name),
+        )
+        self.behind = not done.complete and not done.yielded
         self.resume = done.resume
         return done.total

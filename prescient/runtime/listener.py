@@ -4,6 +4,14 @@ busy one learns at once that a run in flight was paused, killed or slept (:data:
 The writer (:func:`prescient.engine.store.notify`) notifies inside its transaction; PostgreSQL
 delivers the notification when (and only if) that transaction commits. Other databases have no
 such thing: the worker polls them instead.
+
+The listener's connection is opened with the parameters Django would use for the alias
+``PRESCIENT["LISTEN_DATABASE"]`` (None: the default database), ``OPTIONS`` included
+(``sslmode``, ``options``, ``application_name``, a ``service``...): the alias's
+``get_connection_params()``, less what only Django's cursors use. Behind a pooler in transaction
+mode a ``LISTEN`` hears nothing (its server connection goes back to the pool), so a deployment
+points ``LISTEN_DATABASE`` at an alias that connects directly, or through a session-mode pool,
+to the same database (docs/operations.md, "PgBouncer").
 """
 
 from __future__ import annotations
@@ -12,34 +20,46 @@ import logging
 import time
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 
+from prescient.conf import setting
 from prescient.engine.store import CHANNEL, STOP_CHANNEL, can_listen
 
 logger = logging.getLogger(__name__)
 
-class Listener:
-    """A dedicated autocommit connection LISTENing on :data:`CHANNEL` (PostgreSQL only)."""
 
-    def __init__(self) -> None:
+def listen_alias() -> str:
+    """The alias whose connection parameters the listener uses: ``LISTEN_DATABASE``, or the default."""
+    alias = setting("LISTEN_DATABASE")
+    return DEFAULT_DB_ALIAS if alias is None else str(alias)
+
+
+def connection_params(alias: str) -> dict[str, Any]:
+    """What psycopg is given to connect to ``alias`` as Django does (its ``NAME``, ``USER``,
+    ``PASSWORD``, ``HOST``, ``PORT`` and ``OPTIONS``; a ``pool`` of ``OPTIONS`` is Django's, not
+    a connection's), less Django's cursor class and adapters: the listener runs no query of the ORM."""
+    params = dict(connections[alias].get_connection_params())
+    for key in ("cursor_factory", "context"):
+        params.pop(key, None)
+    return params
+
+
+class Listener:
+    """A dedicated autocommit connection LISTENing on :data:`CHANNEL` (PostgreSQL only), to the
+    database of ``alias`` (default: :func:`listen_alias`)."""
+
+    def __init__(self, alias: str | None = None) -> None:
         self._conn: Any = None
+        self.alias = listen_alias() if alias is None else alias
 
     @staticmethod
     def available() -> bool:
-        return can_listen()
+        return can_listen() and connections[listen_alias()].vendor == "postgresql"
 
     def _connect(self) -> Any:
         import psycopg
 
-        settings = connection.settings_dict
-        params: dict[str, Any] = {
-            "dbname": settings.get("NAME") or "postgres",
-            "user": settings.get("USER") or None,
-            "password": settings.get("PASSWORD") or None,
-            "host": settings.get("HOST") or None,
-            "port": settings.get("PORT") or None,
-        }
-        conn = psycopg.connect(autocommit=True, **{k: v for k, v in params.items() if v})
+        conn = psycopg.connect(autocommit=True, **connection_params(self.alias))
         conn.execute(f"LISTEN {CHANNEL}")
         conn.execute(f"LISTEN {STOP_CHANNEL}")
         return conn

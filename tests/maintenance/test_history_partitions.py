@@ -239,7 +239,7 @@ def test_a_busy_partition__is_left_for_the_next_pass(bare, monkeypatch):
     ensure_ahead(at(2026, 10, 1))
     history("completed", at(2026, 10, 1, 1))
     history("completed", at(2026, 10, 5, 1))  # in the default: would be deleted by a batch
-    monkeypatch.setattr(parts, "drop", lambda name: False)
+    monkeypatch.setattr(parts, "detach", lambda name: False)  # the parent's lock not granted in time
     done = history_pruner.prune(NOW)
     assert (done.dropped, done.total, done.complete) == ({}, 0, False)
     assert JobHistory.objects.count() == 2
@@ -322,3 +322,37 @@ def test_two_pruners_at_once__neither_fails(transactional_db, settings):
     assert errors == []
     assert JobHistory.objects.count() == 0
     assert not any(at(2026, 10, 1) <= p.lower < at(2026, 10, 5) for p in parts.partitions())
+
+
+@pytest.mark.postgres
+def test_the_pruner__detaches_under_its_lock_and_drops_the_tables_after_its_commit(transactional_db, bare, monkeypatch):
+    """The partitions' step of a locked prune (the duty, prescient_prune) is one transaction that
+    holds the pruner's transaction-level lock while it finds and detaches; the detached tables are
+    dropped after its commit, outside the lock and any transaction (no lock of the history table
+    held while their files go)."""
+    ensure_ahead(at(2026, 10, 1))
+    history("completed", at(2026, 10, 1, 1))
+    key1, key2 = store._lock_key(maintenance.lock_name("history_pruner"))
+    seen = []
+
+    def locked() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() "
+                "AND classid = %s AND objid = %s AND objsubid = 2", [key1, key2 & 0xFFFFFFFF],
+            )
+            return bool(cursor.fetchone()[0])
+
+    def spy(step, real):
+        def call(name):
+            seen.append((step, connection.in_atomic_block, locked()))
+            return real(name)
+        return call
+
+    monkeypatch.setattr(parts, "detach", spy("detach", parts.detach))
+    monkeypatch.setattr(parts, "discard", spy("discard", parts.discard))
+    done = history_pruner.prune(NOW, lock=maintenance.lock_name("history_pruner"))
+    assert "prescient_jobhistory_p20261001" in done.dropped and JobHistory.objects.count() == 0
+    assert {s for s in seen if s[0] == "detach"} == {("detach", True, True)}
+    assert {s for s in seen if s[0] == "discard"} == {("discard", False, False)}
+    assert not locked()

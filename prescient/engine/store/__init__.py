@@ -71,16 +71,24 @@ def exclusive(name: str, *, hold_transaction: bool = True, wait: bool = False) -
     (PostgreSQL: an advisory lock, not waited for unless ``wait``; elsewhere writers are
     serialised by the database, so always True).
 
-    The block is one transaction holding a transaction-level lock; with ``hold_transaction``
-    False it is no transaction (its statements commit as they go, each short) and the lock is
-    held by the session until the block ends. With ``wait`` (and no transaction) it waits for
-    whoever holds the lock to let go, and so always gets it.
+    The block is one transaction holding a transaction-level lock (``wait``: it waits for
+    whoever holds the lock, in that transaction), released by the commit or the rollback on the
+    server connection that took it, pooled or not. With ``hold_transaction`` False it is no
+    transaction (its statements commit as they go) and the lock is the session's until the
+    block ends: only for work that cannot run in a transaction (``VACUUM``). Through a pooler in
+    transaction mode its unlock may run on another server connection; that unlock's answer is
+    checked, and when it was not this session's lock the connection is closed (see
+    :func:`_unlock`). Work that can be cut into transactions takes the lock in each of them.
     """
     if hold_transaction:
-        if wait:
-            raise ValueError("exclusive(wait=True) waits outside a transaction: pass hold_transaction=False")
         with transaction.atomic():
-            yield connection.vendor != "postgresql" or _advisory("pg_try_advisory_xact_lock", name)
+            if connection.vendor != "postgresql":
+                yield True
+            elif wait:
+                _advisory("pg_advisory_xact_lock", name)
+                yield True
+            else:
+                yield _advisory("pg_try_advisory_xact_lock", name)
         return
     if connection.vendor != "postgresql":
         yield True
@@ -94,11 +102,37 @@ def exclusive(name: str, *, hold_transaction: bool = True, wait: bool = False) -
         yield mine
     finally:
         if mine:
-            try:
-                _advisory("pg_advisory_unlock", name)
-            except Exception:  # a broken connection: closing it releases the lock anyway
-                logger.warning("could not release the advisory lock %r", name, exc_info=True)
-                connection.close()
+            _unlock(name)
+
+
+def _unlock(name: str) -> None:
+    """Release the session lock ``name``, and check that it was released.
+
+    PostgreSQL answers False when this server session did not hold the lock: the unlock ran on
+    another server connection than the lock (a pooler in transaction mode lends one per
+    transaction), and the lock stays with the first one, every process skipping the duty, until
+    that server connection closes. The warning says so, and the connection is closed: with no
+    pooler, or a pool in session mode (which resets a server connection when its client leaves:
+    PgBouncer's ``server_reset_query``, ``DISCARD ALL``), that ends the session and its locks.
+    A transaction-mode pool resets nothing by default: the lock lasts until the pooler closes
+    that server connection (``server_lifetime``), or a reset it runs after every transaction
+    (``server_reset_query_always``) releases it.
+    """
+    try:
+        released = _advisory("pg_advisory_unlock", name)
+    except Exception:  # a broken connection: closing it releases the lock anyway
+        logger.warning("could not release the advisory lock %r", name, exc_info=True)
+        connection.close()
+        return
+    if not released:
+        logger.warning(
+            "the advisory lock %r was not held by this session when released: the unlock ran on another "
+            "server connection than the lock, as behind a connection pooler in transaction mode (PgBouncer); "
+            "closing this connection (a session-mode pool, or the server, then releases it; a transaction-mode pool "
+            "keeps it until it closes that server connection). Connect this process directly or through a "
+            "session-mode pool (docs/operations.md, PgBouncer)", name,
+        )
+        connection.close()
 
 
 def _advisory(function: str, name: str) -> bool:

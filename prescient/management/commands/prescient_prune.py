@@ -13,8 +13,9 @@ from ._args import PrescientCommand, aware_datetime, rows_per_statement
 class Command(PrescientCommand):
     help = (
         "Delete the job history kept longer than PRESCIENT['HISTORY_RETENTION_DAYS'] allows, in short "
-        "batches, as the upkeep of workers and ticks does a little at a time (it waits for a pruning pass of "
-        "theirs to end, and they skip theirs until it is done); prints what it removed per outcome."
+        "batches, as the upkeep of workers and ticks does a little at a time (each batch takes their lock: it "
+        "waits for a batch of theirs to end, and their passes stop at one of its batches); prints what it removed "
+        "per outcome."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
