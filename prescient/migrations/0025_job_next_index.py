@@ -15,30 +15,18 @@ and every schedule while it builds. An interrupted build's invalid index is drop
 
 from django.db import migrations, models
 
+from ._concurrently import build, remove
+
 TABLE = "prescient_futurejob"
 NAME = "prescient_job_next"
 
 
 def create(apps, schema_editor):
-    qn = schema_editor.quote_name
-    if schema_editor.connection.vendor != "postgresql":
-        schema_editor.execute(f"CREATE INDEX IF NOT EXISTS {qn(NAME)} ON {qn(TABLE)} (next_check_at, id, state)")
-        return
-    with schema_editor.connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-            "WHERE c.relname = %s AND c.relnamespace = current_schema()::regnamespace",
-            [NAME],
-        )
-        row = cursor.fetchone()
-    if row is not None and not row[0]:
-        schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {qn(NAME)}")
-    schema_editor.execute(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {qn(NAME)} ON {qn(TABLE)} (next_check_at, id, state)")
+    build(schema_editor, TABLE, NAME, "(next_check_at, id, state)")
 
 
 def drop(apps, schema_editor):
-    concurrently = " CONCURRENTLY" if schema_editor.connection.vendor == "postgresql" else ""
-    schema_editor.execute(f"DROP INDEX{concurrently} IF EXISTS {schema_editor.quote_name(NAME)}")
+    remove(schema_editor, NAME)
 
 
 class Migration(migrations.Migration):
