@@ -25,14 +25,16 @@ PostgreSQL only.
 
 from __future__ import annotations
 
+import os
 import statistics
+import tempfile
 import threading
 import time
 from datetime import datetime, timedelta
 from types import ModuleType
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from prescient.clock import db_now
@@ -263,6 +265,7 @@ def measure_day(res: Any, sizes: dict[str, Any], S: ModuleType) -> None:
         partitions.create(name, day, day + timedelta(days=1))
         insert_history(S, 1, rows, "'completed'", spread, [day])
         S.vacuum(name)
+        size = S.q("SELECT pg_total_relation_size(%s::regclass)", [name])[0][0]
         steps: dict[str, list[float]] = {"detach": [], "discard": []}
         originals = {step: getattr(partitions, step) for step in steps}
 
@@ -290,8 +293,39 @@ def measure_day(res: Any, sizes: dict[str, Any], S: ModuleType) -> None:
         res.add("prune.day_detach", detach)
         res.add("prune.day_drop", discard)
         S.log(f"prune: partition path {seconds:.3f} s: the rows out of the history (DETACH, the history "
-              f"locked) in {detach * 1e3:.1f} ms, the detached table's DROP TABLE {discard * 1e3:.1f} ms "
-              f"({len(done.dropped)} partition(s))")
+              f"locked) in {detach * 1e3:.1f} ms, the detached table's DROP TABLE of {size / 2**30:.2f} GB "
+              f"{discard * 1e3:.1f} ms ({len(done.dropped)} partition(s))")
+        floor = unlink_seconds(S, size)
+        if floor is not None:
+            res.add("prune.day_unlink", floor)
+            S.log(f"prune: the filesystem's unlink of a {size / 2**30:.2f} GB file just written: {floor * 1e3:.1f} ms")
     finally:
         history_partitions.drop_expired = original
         S.clear_jobs()
+
+
+def unlink_seconds(S: ModuleType, size: int) -> float | None:
+    """Seconds the filesystem of PostgreSQL's data directory takes to unlink a file of ``size``
+    bytes just written and flushed: the floor under any ``DROP TABLE`` of as many bytes (which
+    unlinks its files at commit). ``None`` where that filesystem is not this host's temporary
+    one (a database elsewhere, or the directory not readable): nothing is written next to
+    PostgreSQL's own files."""
+    try:
+        data = S.q("SHOW data_directory")[0][0]
+        here = tempfile.gettempdir()
+        if not os.path.isdir(data) or os.stat(data).st_dev != os.stat(here).st_dev:
+            return None
+    except (DatabaseError, OSError):  # not allowed to read the setting, or not this host's path
+        return None
+    chunk = b"\0" * 2**23
+    handle, path = tempfile.mkstemp(prefix="prescient-bench-unlink-", dir=here)
+    try:
+        written = 0
+        while written < size:
+            written += os.write(handle, chunk[: min(len(chunk), size - written)])
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+    started = time.perf_counter()
+    os.unlink(path)
+    return time.perf_counter() - started

@@ -248,6 +248,8 @@ def specs(sizes: dict[str, Any]) -> list[Spec]:
              None, ("<=", 1.0, "value"), postgres_only=True),
         Spec("prune.day_drop", "prune: of which the detached table's DROP TABLE (no lock of the history)", "s",
              postgres_only=True),
+        Spec("prune.day_unlink", "prune: the filesystem's unlink of a file of the partition's size, just written",
+             "s", postgres_only=True),
     ]
     mp, mh = f"{sizes['metrics_pending']:,}", f"{sizes['metrics_history']:,}"
     out += [
