@@ -357,6 +357,8 @@ def scale_specs(sizes: dict[str, Any]) -> list[Spec]:
     rows = f"{sizes['scale_history']:,}"
     for key, label in (("jobs", "admin job list"), ("jobs_overdue", "admin job list, overdue"),
                        ("dashboard", "admin dashboard"), ("history", "admin history list"),
+                       ("jobs_search", "admin job list, searched for a key"),
+                       ("history_search", "admin history list, searched for a key"),
                        ("api_jobs", "API GET jobs"), ("api_history", "API GET history")):
         out.append(Spec(f"scale.page.{key}", f"scale: {label}, {large:,} pending, {rows} history rows", "s", None,
                         ("<=", 1.0, "value"), postgres_only=True))

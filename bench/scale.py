@@ -41,6 +41,9 @@ PAGES = [
     ("jobs_overdue", "/admin/prescient/futurejob/?due=overdue", False),
     ("dashboard", "/admin/prescient/futurejob/dashboard/", False),
     ("history", "/admin/prescient/jobhistory/", False),
+    # The search box: a bare key, matched as an entity key or a workflow name (one OR).
+    ("jobs_search", "/admin/prescient/futurejob/?q=4242", False),
+    ("history_search", "/admin/prescient/jobhistory/?q=4242", False),
     ("api_jobs", "/prescient/jobs?limit=100", True),
     ("api_history", "/prescient/history?limit=100", True),
 ]

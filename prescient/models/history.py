@@ -70,6 +70,8 @@ class JobHistory(models.Model):
             models.Index(fields=["outcome", "finished_at"], name="prescient_hist_outcome"),
             models.Index(fields=["job_exec", "finished_at"], name="prescient_hist_check"),
             models.Index(fields=["entity_name", "entity_key"], name="prescient_hist_entity"),
+            # The search box's other half (a key or a workflow): only the rows of a workflow (0027).
+            models.Index(fields=["workflow"], name="prescient_hist_workflow", condition=~models.Q(workflow="")),
             # A row's re-runs (prescient.rerun): only the rows that are one are indexed.
             models.Index(fields=["rerun_of"], name="prescient_hist_rerun", condition=models.Q(rerun_of__isnull=False)),
         ]
