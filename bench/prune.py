@@ -327,12 +327,16 @@ def unlink_seconds(S: ModuleType, size: int) -> float | None:
     chunk = b"\0" * 2**23
     handle, path = tempfile.mkstemp(prefix="prescient-bench-unlink-", dir=here)
     try:
-        written = 0
-        while written < size:
-            written += os.write(handle, chunk[: min(len(chunk), size - written)])
-        os.fsync(handle)
-    finally:
-        os.close(handle)
+        try:
+            written = 0
+            while written < size:
+                written += os.write(handle, chunk[: min(len(chunk), size - written)])
+            os.fsync(handle)
+        finally:
+            os.close(handle)
+    except OSError:  # the disk filled, or the like: no figure, and no file of gigabytes left behind
+        os.unlink(path)
+        return None
     started = time.perf_counter()
     os.unlink(path)
     return time.perf_counter() - started

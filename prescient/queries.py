@@ -4,7 +4,8 @@
 Unix epoch as slots are; :func:`bucket_counts` groups rows by bucket in one query.
 :func:`figures` is what ``GET /prescient/metrics`` reports, each figure from an indexed query.
 :func:`history_with_error` and :func:`history_with_exception` find finished jobs by their error
-(the admin's ``error:`` and ``exception:`` searches, ``GET history?error=&exception=``).
+(the admin's ``error:`` and ``exception:`` searches, ``GET history?error=&exception=``);
+:func:`entity_names` the names a bare key is looked up under (the admin's search box).
 """
 
 from __future__ import annotations
@@ -132,6 +133,31 @@ def _sampled(queryset: QuerySet[Any], percent: float) -> list[tuple[Any, ...]]:
         # The table itself, not a column of it (``EXTRACT(EPOCH FROM "table"."column")``).
         cursor.execute(re.sub(f"FROM {re.escape(table)}(?!\\.)", f"FROM {table} {sample}", sql, count=1), params)
         return list(cursor.fetchall())
+
+
+#: The most entity names :func:`entity_names` walks to; a table with more is not walked.
+MAX_ENTITY_NAMES = 1000
+
+
+def entity_names(queryset: QuerySet[Any]) -> list[str] | None:
+    """The distinct ``entity_name`` of the queryset's table (the live jobs' or the history's),
+    one index descent each: the next name past the last, by the index that leads with it (a
+    "skip scan"; PostgreSQL 15 makes none itself). None past :data:`MAX_ENTITY_NAMES`.
+
+    A search for a bare key looks it up under each name (``entity_name IN (…) AND entity_key =
+    …``, an index lookup per name); the key alone is no index's leading column, and would be
+    read off every row.
+    """
+    table = connections[queryset.db].ops.quote_name(queryset.model._meta.db_table)
+    sql = (
+        f"WITH RECURSIVE n(name) AS (SELECT (SELECT min(entity_name) FROM {table}) UNION ALL "
+        f"SELECT (SELECT min(t.entity_name) FROM {table} t WHERE t.entity_name > n.name) FROM n "
+        "WHERE n.name IS NOT NULL) SELECT name FROM n WHERE name IS NOT NULL LIMIT %s"
+    )
+    with connections[queryset.db].cursor() as cursor:
+        cursor.execute(sql, [MAX_ENTITY_NAMES + 1])
+        names = [row[0] for row in cursor.fetchall()]
+    return names if len(names) <= MAX_ENTITY_NAMES else None
 
 
 def history_with_error(queryset: QuerySet[JobHistory], text: str) -> QuerySet[JobHistory]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
@@ -94,6 +95,81 @@ def test_the_dependants_migration__marks_the_live_parents_of_existing_links(tran
     from prescient.models import FutureJob
 
     assert dict(FutureJob.objects.values_list("pk", "has_dependants")) == {parent: True, alone: False, child: False}
+
+
+WORKFLOW_INDEX = "prescient_hist_workflow"
+
+
+def test_the_history__has_an_index_on_its_rows_of_a_workflow():
+    assert history_indexes()[WORKFLOW_INDEX] == ["workflow"]
+
+
+def workflow_index_per_partition():
+    """Each partition of the history: whether its index attached to the workflow index is valid
+    (None: it has none), and whether the parent's index is valid."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, (SELECT x.indisvalid FROM pg_inherits a JOIN pg_index x ON x.indexrelid = a.inhrelid"
+            " WHERE a.inhparent = to_regclass(%s) AND x.indrelid = c.oid) FROM pg_inherits p"
+            " JOIN pg_class c ON c.oid = p.inhrelid WHERE p.inhparent = 'prescient_jobhistory'::regclass",
+            [WORKFLOW_INDEX],
+        )
+        partitions = dict(cursor.fetchall())
+        cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [WORKFLOW_INDEX])
+        row = cursor.fetchone()
+    return partitions, row[0] if row else None
+
+
+@pytest.mark.postgres
+def test_on_postgres__the_workflow_index_is_valid_and_each_partition_has_its_own_even_one_made_after():
+    from prescient.engine.store import partitions as parts
+
+    partitions, valid = workflow_index_per_partition()
+    assert valid is True
+    assert len(partitions) >= 2 and set(partitions.values()) == {True}, partitions  # a month's and DEFAULT
+    name = "prescient_jobhistory_p20310101"
+    parts.create(name, datetime(2031, 1, 1, tzinfo=UTC), datetime(2031, 1, 2, tzinfo=UTC))
+    try:
+        assert workflow_index_per_partition()[0][name] is True
+    finally:
+        parts.drop(name)
+
+
+def test_the_workflow_index_migration__drops_it_and_builds_it_again_finishing_an_interrupted_build(
+    transactional_db,
+):
+    """On PostgreSQL, built partition by partition (none may be built ``CONCURRENTLY`` on the
+    parent): a build cut short, after the parent's and one partition's were made but before that
+    one was attached, is finished by running the migration again."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    from prescient.engine.store import partitions as parts
+
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate([("prescient", "0026_job_check_due_index")])
+        assert WORKFLOW_INDEX not in history_indexes()
+        if on_postgres():
+            assert set(workflow_index_per_partition()[0].values()) == {None}
+            first = parts.partitions()[0].name
+            with connection.cursor() as cursor:
+                cursor.execute(f"CREATE INDEX {WORKFLOW_INDEX} ON ONLY prescient_jobhistory (workflow) "
+                               "WHERE NOT workflow = ''")
+                cursor.execute(f"CREATE INDEX {first}_workflow_idx ON {first} (workflow) WHERE NOT workflow = ''")
+            partitions, valid = workflow_index_per_partition()
+            assert valid is False and partitions[first] is None
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes("prescient"))
+    assert history_indexes()[WORKFLOW_INDEX] == ["workflow"]
+    if on_postgres():
+        partitions, valid = workflow_index_per_partition()
+        assert valid is True and set(partitions.values()) == {True}, partitions
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_indexes WHERE tablename = %s AND indexname LIKE %s",
+                           [first, "%workflow%"])
+            assert cursor.fetchone() == (1,)  # the interrupted build's, attached: not a second one
 
 
 def index_columns(table):

@@ -29,6 +29,7 @@ from prescient.admin.reading import ReadListMixin
 from prescient.checks import registered
 from prescient.engine.kind import UnknownKind, get_kind
 from prescient.models import FutureJob, JobHistory, Workflow
+from prescient.queries import entity_names
 from prescient.states import Outcome, State
 from prescient.wording import entity_text, parse_entity, when_text
 
@@ -299,7 +300,9 @@ def search_entities(queryset: QuerySet[Any], term: str) -> QuerySet[Any]:
     of a workflow, matched exactly.
 
     Exact matches are index lookups; a partial match would read every row of a large table.
-    A bare key is looked up among the models of the registered checks.
+    A bare key is looked up under each entity name in the table (:func:`entity_names`, whether
+    or not a check of that model is registered still), and as a workflow name: one ``OR`` whose
+    halves are each answered by an index (the history's workflow one: migration 0027).
     """
     term = term.strip()
     if not term:
@@ -307,10 +310,8 @@ def search_entities(queryset: QuerySet[Any], term: str) -> QuerySet[Any]:
     parsed = parse_entity(term)
     if parsed is not None:
         return queryset.filter(entity_name=parsed[0], entity_key=parsed[1])
-    labels = {entry.model_label for entry in registered()}
-    by_key = Q(entity_key=term)
-    if labels and None not in labels:
-        by_key &= Q(entity_name__in=sorted(label for label in labels if label))
+    names = entity_names(queryset)
+    by_key = Q(entity_key=term) if names is None else Q(entity_name__in=names, entity_key=term)
     return queryset.filter(by_key | Q(workflow=term))
 
 

@@ -58,15 +58,18 @@ def _build_partitioned(schema_editor: Any, table: str, name: str, definition: st
     qn = schema_editor.quote_name
     schema_editor.execute(f"CREATE INDEX IF NOT EXISTS {qn(name)} ON ONLY {qn(table)} {definition}")
     for partition in _partitions_without(schema_editor, table, name):
-        own = partition_index_name(partition, name)
+        own = partition_index_name(partition, definition)
         _build_concurrently(schema_editor, partition, own, definition)
         schema_editor.execute(f"ALTER INDEX {qn(name)} ATTACH PARTITION {qn(own)}")
 
 
-def partition_index_name(partition: str, name: str) -> str:
-    """The name of the index ``name``'s own on ``partition`` (``prescient_jobhistory_p202611``
-    and ``prescient_hist_workflow``: ``prescient_jobhistory_p202611_hist_workflow``)."""
-    return f"{partition}_{name.removeprefix('prescient_')}"[:63]
+def partition_index_name(partition: str, definition: str) -> str:
+    """The name PostgreSQL gives a partition's own index when it makes one (at ``ATTACH
+    PARTITION``): the partition's, the columns', ``idx`` (``prescient_jobhistory_p202611`` and
+    ``(workflow) WHERE …``: ``prescient_jobhistory_p202611_workflow_idx``). Every partition's
+    then looks alike, whichever made it."""
+    columns = definition[definition.index("(") + 1:definition.index(")")]
+    return "_".join([partition, *(column.strip() for column in columns.split(",")), "idx"])[:63]
 
 
 def _partitions_without(schema_editor: Any, table: str, name: str) -> list[str]:
