@@ -172,6 +172,46 @@ def test_the_workflow_index_migration__drops_it_and_builds_it_again_finishing_an
             assert cursor.fetchone() == (1,)  # the interrupted build's, attached: not a second one
 
 
+@pytest.mark.postgres
+def test_the_partitioned_build__gives_up_on_a_lock_held_by_a_long_transaction_rather_than_queue_job_endings(
+    transactional_db, monkeypatch
+):
+    """The parent's index made ``ON ONLY`` takes a lock that an ending job's insert holds: behind
+    a transaction that has not committed, the migration gives up (job endings are not queued
+    behind it), says to run it again, and then builds."""
+    import psycopg
+    from django.db import OperationalError
+
+    concurrently = importlib.import_module("prescient.migrations._concurrently")
+    monkeypatch.setattr(concurrently, "LOCK_TIMEOUT", "100ms")
+    name, definition = "prescient_hist_test_lock", "(job_exec) WHERE NOT job_exec = ''"
+    db = connection.settings_dict
+    with psycopg.connect(dbname=db["NAME"], host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"],
+                         password=db["PASSWORD"] or None) as other:
+        other.execute("INSERT INTO prescient_jobhistory (job_id, entity_name, entity_key, job_exec, workflow, "
+                      "outcome, check_count, run_count, failure_count, total_run_seconds, first_check_at, "
+                      "created_at, finished_at, last_error, reason, errors) VALUES (1, 'testapp.thing', '1', "
+                      "'test.record', '', 'completed', 0, 0, 0, 0, now(), now(), now(), '', '', '[]')")
+        with connection.cursor() as cursor:  # without the lock timeout: this, not a hang
+            cursor.execute("SET statement_timeout = '5s'")
+        try:
+            with connection.schema_editor(atomic=False) as editor, pytest.raises(OperationalError, match="run migrate"):
+                concurrently.build(editor, "prescient_jobhistory", name, definition)
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET statement_timeout")
+        other.rollback()
+    try:
+        with connection.schema_editor(atomic=False) as editor:
+            concurrently.build(editor, "prescient_jobhistory", name, definition)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [name])
+            assert cursor.fetchone() == (True,)
+    finally:
+        with connection.schema_editor(atomic=False) as editor:
+            concurrently.remove(editor, name)
+
+
 def index_columns(table):
     with connection.cursor() as cursor:
         constraints = connection.introspection.get_constraints(cursor, table)

@@ -17,6 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import DatabaseError, OperationalError
+
+#: The longest a statement that locks the history for a moment (the parent's index made ``ON
+#: ONLY``, each attach) waits for its lock: behind a long transaction it gives up, rather than
+#: queue every job's ending behind it; the migration is then run again. Tried this many times.
+LOCK_TIMEOUT = "2s"
+LOCK_TRIES = 3
+
 
 def build(schema_editor: Any, table: str, name: str, definition: str) -> None:
     """``CREATE INDEX name ON table definition`` (``definition``: the columns, and a ``WHERE``)."""
@@ -56,11 +64,30 @@ def _build_concurrently(schema_editor: Any, table: str, name: str, definition: s
 
 def _build_partitioned(schema_editor: Any, table: str, name: str, definition: str) -> None:
     qn = schema_editor.quote_name
-    schema_editor.execute(f"CREATE INDEX IF NOT EXISTS {qn(name)} ON ONLY {qn(table)} {definition}")
+    _briefly(schema_editor, f"CREATE INDEX IF NOT EXISTS {qn(name)} ON ONLY {qn(table)} {definition}")
     for partition in _partitions_without(schema_editor, table, name):
         own = partition_index_name(partition, definition)
         _build_concurrently(schema_editor, partition, own, definition)
-        schema_editor.execute(f"ALTER INDEX {qn(name)} ATTACH PARTITION {qn(own)}")
+        _briefly(schema_editor, f"ALTER INDEX {qn(name)} ATTACH PARTITION {qn(own)}")
+
+
+def _briefly(schema_editor: Any, sql: str) -> None:
+    """``sql`` under :data:`LOCK_TIMEOUT`, tried :data:`LOCK_TRIES` times; then a clear error."""
+    for attempt in range(1, LOCK_TRIES + 1):
+        schema_editor.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+        try:
+            schema_editor.execute(sql)
+            return
+        except DatabaseError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) != "55P03":  # not lock_not_available
+                raise
+            if attempt == LOCK_TRIES:
+                raise OperationalError(
+                    f"{sql}: its lock was not granted within {LOCK_TIMEOUT}, {LOCK_TRIES} times (a long "
+                    "transaction on the history?); nothing is lost, run migrate again"
+                ) from exc
+        finally:
+            schema_editor.execute("RESET lock_timeout")
 
 
 def partition_index_name(partition: str, definition: str) -> str:

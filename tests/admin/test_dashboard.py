@@ -247,9 +247,11 @@ def test_app_index__links_the_dashboard_for_those_who_may_see_it(admin_client, v
     [
         (JOBS, 6),
         (JOBS + "?due=overdue&state__exact=scheduled", 6),
+        (JOBS + "?q=42", 7),  # and the entity names the key is looked up under (one walk)
         (DASHBOARD, 15),
         (WORKFLOWS, 4),
         (HISTORY, 5),
+        (HISTORY + "?q=42", 6),
         (WORKERS, 4),
     ],
 )
